@@ -1,0 +1,285 @@
+// cpp/core/session.cpp: enabling and stopping the process-wide session, thread attachment.
+#include "framescope/session.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "chunk_pool.h"
+#include "framescope/debug_info.h"
+#include "framescope/record_function.h"
+#include "session_impl.h"
+#include "thread_identity.h"
+
+namespace framescope {
+namespace internal {
+
+thread_local ThreadSlot t_slot = {nullptr, 0};
+std::atomic<uint64_t> g_session_epoch{0};
+
+namespace {
+
+// The active session. Guarded by g_session_mutex; the hot path never reads it (it compares
+// epochs), only attach_current_thread() and the API functions below do.
+std::mutex g_session_mutex;
+std::shared_ptr<Session> g_session;
+uint64_t g_last_epoch = 0;
+
+// Owns the calling thread's buffer. Unlike t_slot it has a destructor, so it is touched only on
+// the slow path; at thread exit it drops the thread's reference, and the session (if still
+// running) keeps the buffer and its events.
+struct ThreadOwner {
+  std::shared_ptr<ThreadBuffer> buffer;
+  ~ThreadOwner() {
+    t_slot = {nullptr, ~uint64_t(0)};
+    buffer.reset();
+  }
+};
+thread_local ThreadOwner t_owner;
+
+// Marks a session in ThreadLocalDebugInfo (for ThreadScope::kPropagated and "enabled twice").
+struct ProfilerStateInfo : DebugInfoBase {
+  explicit ProfilerStateInfo(uint64_t e) : epoch(e) {}
+  uint64_t epoch;
+};
+
+}  // namespace
+
+Session::Session(const SessionConfig& cfg, uint64_t e)
+    : config(cfg), epoch(e), enabling_thread(current_thread_id()) {
+  max_chunks_ = std::max<size_t>(1, config.memory_limit_bytes / ChunkPool::kChunkBytes);
+}
+
+std::shared_ptr<ThreadBuffer> Session::create_buffer() {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto buffer = std::make_shared<ThreadBuffer>(this, uint32_t(buffers.size()));
+  buffer->os_tid = os_thread_id();
+  buffer->pthread_id = pthread_thread_id();
+  buffer->logical_tid = current_thread_id();
+  buffer->epoch = epoch;
+  buffers.push_back(buffer);
+  return buffer;
+}
+
+RawEvent* Session::take_chunk() noexcept {
+  size_t used = chunks_in_use_.fetch_add(1, std::memory_order_relaxed);
+  if (used >= max_chunks_) {
+    chunks_in_use_.fetch_sub(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  RawEvent* c = ChunkPool::instance().acquire();
+  if (!c) chunks_in_use_.fetch_sub(1, std::memory_order_relaxed);
+  return c;
+}
+
+void Session::give_back_chunk(RawEvent* chunk) noexcept {
+  chunks_in_use_.fetch_sub(1, std::memory_order_relaxed);
+  ChunkPool::instance().release(chunk);
+}
+
+void Session::warn_limit_once() noexcept {
+  if (limit_warned_.exchange(true)) return;
+  char msg[200];
+  std::snprintf(msg, sizeof msg,
+                "framescope: the session reached its memory limit (%zu bytes); later events are "
+                "dropped (raise memory_limit or use the keep-newest policy)",
+                config.memory_limit_bytes);
+  std::fprintf(stderr, "%s\n", msg);
+  add_warning(msg);
+}
+
+void Session::add_async_end(const AsyncEnd& end) {
+  std::lock_guard<std::mutex> lock(mutex);
+  async_ends.push_back(end);
+}
+
+void Session::add_warning(std::string message) {
+  std::lock_guard<std::mutex> lock(mutex);
+  warnings.push_back(std::move(message));
+}
+
+ThreadBuffer* attach_current_thread() noexcept {
+  uint64_t epoch = g_session_epoch.load(std::memory_order_acquire);
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard<std::mutex> lock(g_session_mutex);
+    session = g_session;
+  }
+  if (!session || session->epoch != epoch) {
+    // No session, or it changed under us: let go of a buffer of a stopped session (its events
+    // were collected at stop).
+    t_owner.buffer.reset();
+    t_slot = {nullptr, epoch};
+    return nullptr;
+  }
+  if (t_owner.buffer && t_owner.buffer->epoch == epoch) {
+    t_slot = {t_owner.buffer.get(), epoch};
+    return t_owner.buffer.get();
+  }
+  if (session->config.threads == ThreadScope::kPropagated) {
+    auto* info = dynamic_cast<ProfilerStateInfo*>(
+        ThreadLocalDebugInfo::get(DebugInfoKind::kProfilerState));
+    if (!info || info->epoch != epoch) {
+      t_owner.buffer.reset();
+      t_slot = {nullptr, epoch};
+      return nullptr;
+    }
+  }
+  try {
+    t_owner.buffer = session->create_buffer();
+  } catch (...) {
+    t_slot = {nullptr, epoch};
+    return nullptr;
+  }
+  t_slot = {t_owner.buffer.get(), epoch};
+  return t_owner.buffer.get();
+}
+
+void add_initial_stack(InitialStack stack) {
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  if (!g_session) return;
+  std::lock_guard<std::mutex> session_lock(g_session->mutex);
+  g_session->initial_stacks.push_back(std::move(stack));
+}
+
+void add_session_warning(std::string message) {
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  if (g_session) g_session->add_warning(std::move(message));
+}
+
+void record_async_end(uint64_t epoch, uint32_t buffer_index, uint64_t begin_seq, uint64_t ticks) {
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard<std::mutex> lock(g_session_mutex);
+    session = g_session;
+  }
+  if (session && session->epoch == epoch) session->add_async_end({buffer_index, begin_seq, ticks});
+}
+
+}  // namespace internal
+
+using internal::g_session;
+using internal::g_session_epoch;
+using internal::g_session_mutex;
+
+void enable_profiler(const SessionConfig& config) {
+  if (config.memory_limit_bytes < internal::ChunkPool::kChunkBytes) {
+    throw SessionError("framescope: memory_limit_bytes must be at least " +
+                       std::to_string(internal::ChunkPool::kChunkBytes));
+  }
+  if (auto* info = dynamic_cast<internal::ProfilerStateInfo*>(
+          ThreadLocalDebugInfo::get(DebugInfoKind::kProfilerState));
+      info && info->epoch == g_session_epoch.load()) {
+    throw SessionError("framescope: profiler already enabled on this thread");
+  }
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  if (g_session) {
+    throw SessionError("framescope: a profiling session is already enabled (on another thread)");
+  }
+  internal::ChunkPool::instance().reserve(config.prefault_bytes);
+  uint64_t epoch = ++internal::g_last_epoch;
+  auto session = std::make_shared<internal::Session>(config, epoch);
+  session->clock = ClockConverter::start();
+  session->start_ticks = now_ticks();
+  g_session = session;
+  ThreadLocalDebugInfo::push(DebugInfoKind::kProfilerState,
+                             std::make_shared<internal::ProfilerStateInfo>(epoch));
+  g_session_epoch.store(epoch, std::memory_order_release);
+  internal::g_range_consumers.fetch_add(1, std::memory_order_relaxed);
+  if (config.start_stop_marks) mark("__start_profile");
+}
+
+bool profiler_enabled() noexcept { return g_session_epoch.load(std::memory_order_relaxed) != 0; }
+
+SessionConfig profiler_config() {
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  if (!g_session) throw SessionError("framescope: no profiling session is enabled");
+  return g_session->config;
+}
+
+std::unique_ptr<RawTrace> disable_profiler() {
+  std::shared_ptr<internal::Session> session;
+  {
+    std::lock_guard<std::mutex> lock(g_session_mutex);
+    if (!g_session) throw SessionError("framescope: no profiling session is enabled");
+    session = g_session;
+  }
+  if (session->config.start_stop_marks) mark("__stop_profile");
+  uint64_t stop_ticks = now_ticks();
+  {
+    std::lock_guard<std::mutex> lock(g_session_mutex);
+    g_session_epoch.store(0, std::memory_order_release);
+    g_session.reset();
+  }
+  internal::g_range_consumers.fetch_sub(1, std::memory_order_relaxed);
+  // Pop our marker if it is on top (it is unless the caller left guards unbalanced).
+  if (ThreadLocalDebugInfo::peek(DebugInfoKind::kProfilerState)) {
+    ThreadLocalDebugInfo::pop(DebugInfoKind::kProfilerState);
+  }
+  session->clock.finish();
+
+  auto raw = std::make_unique<RawTrace>();
+  raw->config = session->config;
+  raw->clock = session->clock;
+  raw->start_ticks = session->start_ticks;
+  raw->stop_ticks = stop_ticks;
+  std::lock_guard<std::mutex> lock(session->mutex);
+  for (auto& buffer : session->buffers) {
+    RawThread t;
+    t.data = buffer->snapshot();
+    t.buffer_index = buffer->index();
+    t.os_tid = buffer->os_tid;
+    t.pthread_id = buffer->pthread_id;
+    t.logical_tid = buffer->logical_tid;
+    buffer->detach(buffer.get() == internal::t_slot.buffer);
+    raw->threads.push_back(std::move(t));
+  }
+  session->buffers.clear();
+  raw->initial_stacks = std::move(session->initial_stacks);
+  raw->async_ends = std::move(session->async_ends);
+  raw->warnings = std::move(session->warnings);
+  for (auto& t : raw->threads) {
+    if (t.data.dropped) {
+      raw->warnings.push_back("framescope: " + std::to_string(t.data.dropped) +
+                              " events dropped on thread " + std::to_string(t.os_tid));
+    }
+  }
+  return raw;
+}
+
+void mark(std::string_view name) noexcept {
+  if (internal::ThreadBuffer* b = internal::current_buffer()) {
+    try {
+      b->append_mark(now_ticks(), std::string(name));
+    } catch (...) {
+    }
+  }
+}
+
+void record_memory(const void* address, int64_t bytes, int64_t total_allocated,
+                   int64_t total_reserved, int32_t device) noexcept {
+  internal::ThreadBuffer* b = internal::current_buffer();
+  if (!b || !b->session()->config.profile_memory) return;
+  internal::MemoryRecord rec;
+  rec.address = reinterpret_cast<uint64_t>(address);
+  rec.bytes = bytes;
+  rec.total_allocated = total_allocated;
+  rec.total_reserved = total_reserved;
+  rec.device = device;
+  b->append_memory(now_ticks(), rec);
+}
+
+RawTraceStats raw_trace_stats(const RawTrace& raw) {
+  RawTraceStats s;
+  s.threads = raw.threads.size();
+  for (const auto& t : raw.threads) {
+    s.events += t.data.events.size();
+    s.dropped += t.data.dropped;
+  }
+  s.bytes = s.events * sizeof(internal::RawEvent);
+  return s;
+}
+
+Trace stop_profiler() { return replay(*disable_profiler()); }
+
+}  // namespace framescope

@@ -1,0 +1,80 @@
+// cpp/core/session_impl.h: the process-wide session object and the RawTrace it produces.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "framescope/clock.h"
+#include "framescope/internal/thread_buffer.h"
+#include "framescope/session.h"
+
+namespace framescope {
+
+namespace internal {
+
+/// A range started on one thread and ended on another.
+struct AsyncEnd {
+  uint32_t buffer_index = 0;  // buffer of the starting thread
+  uint64_t begin_seq = 0;
+  uint64_t ticks = 0;
+};
+
+/// State of one enabled session. Created by enable_profiler(), owned by the global slot until
+/// disable_profiler(); buffers keep a raw pointer to it only while it is the active session.
+class Session {
+ public:
+  Session(const SessionConfig& config, uint64_t epoch);
+
+  /// Creates and registers a buffer for the calling thread. Thread-safe.
+  std::shared_ptr<ThreadBuffer> create_buffer();
+  /// Takes a chunk for `buffer` if the memory limit allows; nullptr otherwise (and warns once).
+  RawEvent* take_chunk() noexcept;
+  void give_back_chunk(RawEvent* chunk) noexcept;
+  void warn_limit_once() noexcept;
+  void add_async_end(const AsyncEnd& end);
+  void add_warning(std::string message);
+
+  const SessionConfig config;
+  const uint64_t epoch;
+  const uint64_t enabling_thread;  // logical id
+  ClockConverter clock;
+  uint64_t start_ticks = 0;
+
+  std::mutex mutex;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  std::vector<InitialStack> initial_stacks;
+  std::vector<AsyncEnd> async_ends;
+  std::vector<std::string> warnings;
+
+ private:
+  std::atomic<size_t> chunks_in_use_{0};
+  size_t max_chunks_;
+  std::atomic<bool> limit_warned_{false};
+};
+
+}  // namespace internal
+
+/// One thread's events plus its identity.
+struct RawThread {
+  internal::ThreadBuffer::Snapshot data;
+  uint32_t buffer_index = 0;
+  uint64_t os_tid = 0;
+  uint64_t pthread_id = 0;
+  uint64_t logical_tid = 0;
+};
+
+struct RawTrace {
+  SessionConfig config;
+  ClockConverter clock;
+  uint64_t start_ticks = 0;
+  uint64_t stop_ticks = 0;
+  std::vector<RawThread> threads;
+  std::vector<InitialStack> initial_stacks;
+  std::vector<internal::AsyncEnd> async_ends;
+  std::vector<std::string> warnings;
+};
+
+}  // namespace framescope

@@ -1,0 +1,112 @@
+// cpp/core/thread_buffer.cpp: chunk management, side records and snapshots of a ThreadBuffer.
+#include "framescope/internal/thread_buffer.h"
+
+#include "chunk_pool.h"
+#include "session_impl.h"
+
+namespace framescope::internal {
+
+ThreadBuffer::ThreadBuffer(Session* session, uint32_t index) : session_(session), index_(index) {}
+
+ThreadBuffer::~ThreadBuffer() { release_chunks(); }
+
+uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (full_ || detached_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
+  RawEvent* chunk = session_->take_chunk();
+  if (!chunk) {
+    if (session_->config.on_limit == LimitPolicy::kKeepNewest && chunks_.size() > 1) {
+      // Flight recorder: recycle this thread's oldest chunk.
+      Chunk oldest = chunks_.front();
+      chunks_.pop_front();
+      dropped_.fetch_add(oldest.capacity, std::memory_order_relaxed);
+      chunk = oldest.events;
+    } else {
+      session_->warn_limit_once();
+      full_ = true;
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return kDroppedSeq;
+    }
+  }
+  chunks_.push_back(Chunk{chunk, next_seq_, uint32_t(ChunkPool::kChunkEvents)});
+  cursor_ = chunk;
+  limit_ = chunk + ChunkPool::kChunkEvents;
+  cursor_->ticks = ticks;
+  cursor_->word = word;
+  ++cursor_;
+  uint64_t seq = next_seq_++;
+  committed_.store(next_seq_, std::memory_order_release);
+  return seq;
+}
+
+uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) noexcept {
+  size_t index;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index = details_.size();
+    details_.push_back(std::move(detail));
+  }
+  return append(ticks, pack_word(EventKind::kRangeBeginSide, index));
+}
+
+uint64_t ThreadBuffer::append_mark(uint64_t ticks, std::string name) noexcept {
+  size_t index;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index = strings_.size();
+    strings_.push_back(std::move(name));
+  }
+  return append(ticks, pack_word(EventKind::kMark, index));
+}
+
+uint64_t ThreadBuffer::append_memory(uint64_t ticks, const MemoryRecord& rec) noexcept {
+  size_t index;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index = memory_.size();
+    memory_.push_back(rec);
+  }
+  return append(ticks, pack_word(EventKind::kMemory, index));
+}
+
+ThreadBuffer::Snapshot ThreadBuffer::snapshot() const {
+  Snapshot s;
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t committed = committed_.load(std::memory_order_acquire);
+  s.first_seq = chunks_.empty() ? committed : chunks_.front().first_seq;
+  if (committed > s.first_seq) s.events.reserve(committed - s.first_seq);
+  for (const Chunk& c : chunks_) {
+    if (c.first_seq >= committed) break;
+    uint64_t n = std::min<uint64_t>(c.capacity, committed - c.first_seq);
+    s.events.insert(s.events.end(), c.events, c.events + n);
+  }
+  s.details = details_;
+  s.strings = strings_;
+  s.memory = memory_;
+  s.dropped = dropped_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void ThreadBuffer::detach(bool owner_is_caller) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  detached_ = true;
+  // The owner's lock-free fast path can only touch the newest chunk, so every older chunk can go
+  // back to the pool now; the newest goes when the owner lets go of the buffer.
+  while (chunks_.size() > (owner_is_caller ? 0u : 1u)) {
+    session_->give_back_chunk(chunks_.front().events);
+    chunks_.pop_front();
+  }
+  if (owner_is_caller) cursor_ = limit_ = nullptr;
+}
+
+void ThreadBuffer::release_chunks() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Chunk& c : chunks_) ChunkPool::instance().release(c.events);
+  chunks_.clear();
+  cursor_ = limit_ = nullptr;
+}
+
+}  // namespace framescope::internal

@@ -1,0 +1,149 @@
+// framescope/internal/thread_buffer.h: per-thread chunked event buffer and its lock-free append.
+// Not API: included by the inline fast paths of the public headers and by the extension.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "framescope/macros.h"
+#include "framescope/internal/raw_event.h"
+#include "framescope/range_input.h"
+
+namespace framescope::internal {
+
+/// A fixed-size block of events. Chunks come pre-faulted from the ChunkPool and go back to it.
+struct Chunk {
+  RawEvent* events = nullptr;
+  uint64_t first_seq = 0;  // seq of events[0]
+  uint32_t capacity = 0;
+};
+
+/// Side data of a range that needs more than 56 bits: a copied name, ids, inputs.
+struct RangeDetail {
+  std::string name;
+  uint64_t handle = 0;
+  int64_t seq_nr = -1;
+  uint8_t scope = 0;
+  std::vector<RangeInput> inputs;
+};
+
+/// A native allocation or free (bytes < 0) reported through record_memory().
+struct MemoryRecord {
+  uint64_t address = 0;
+  int64_t bytes = 0;
+  int64_t total_allocated = 0;
+  int64_t total_reserved = 0;
+  int32_t device = -1;
+};
+
+class Session;
+
+/// Events of one thread in one session. The owning thread appends without locks: it writes the
+/// event, then publishes the new count with a release store, so a reader (the session at stop)
+/// that acquires `committed_` sees whole events only. Everything else (new chunks, side records)
+/// happens under `mutex_`, which the reader also takes.
+class ThreadBuffer {
+ public:
+  ThreadBuffer(Session* session, uint32_t index);
+  ~ThreadBuffer();
+  ThreadBuffer(const ThreadBuffer&) = delete;
+  ThreadBuffer& operator=(const ThreadBuffer&) = delete;
+
+  /// Appends one event; returns its sequence number in this buffer. Owner thread only.
+  FRAMESCOPE_ALWAYS_INLINE uint64_t append(uint64_t ticks, uint64_t word) noexcept {
+    if (FRAMESCOPE_UNLIKELY(cursor_ == limit_)) return append_slow(ticks, word);
+    cursor_->ticks = ticks;
+    cursor_->word = word;
+    ++cursor_;
+    uint64_t seq = next_seq_++;
+    committed_.store(next_seq_, std::memory_order_release);
+    return seq;
+  }
+
+  // ---- slow path, owner thread only ----
+  uint64_t append_range_detail(uint64_t ticks, RangeDetail detail) noexcept;
+  uint64_t append_mark(uint64_t ticks, std::string name) noexcept;
+  uint64_t append_memory(uint64_t ticks, const MemoryRecord& rec) noexcept;
+
+  uint32_t index() const noexcept { return index_; }
+  Session* session() const noexcept { return session_; }
+
+  // ---- read side (session), any thread ----
+  struct Snapshot {
+    std::vector<RawEvent> events;  // in order
+    uint64_t first_seq = 0;        // seq of events[0] (> 0 when older chunks were recycled)
+    std::vector<RangeDetail> details;
+    std::vector<std::string> strings;
+    std::vector<MemoryRecord> memory;
+    uint64_t dropped = 0;
+  };
+  /// Copies what is committed so far. Safe while the owner keeps appending.
+  Snapshot snapshot() const;
+  /// Returns chunks to the pool. Call only once the owner can no longer append (it exited or
+  /// let go of the buffer).
+  void release_chunks() noexcept;
+  /// Stops recording into this buffer at session stop: later slow-path appends are dropped and
+  /// all chunks the owner cannot still be writing to go back to the pool (all of them when the
+  /// caller is the owner).
+  void detach(bool owner_is_caller) noexcept;
+
+  /// Returned by append() when the event was not kept.
+  static constexpr uint64_t kDroppedSeq = ~uint64_t(0);
+
+  // identity of the owning thread, set at creation
+  uint64_t os_tid = 0;
+  uint64_t pthread_id = 0;
+  uint64_t logical_tid = 0;
+  uint64_t epoch = 0;  // of the session the buffer belongs to
+
+ private:
+  FRAMESCOPE_NOINLINE uint64_t append_slow(uint64_t ticks, uint64_t word) noexcept;
+
+  RawEvent* cursor_ = nullptr;
+  RawEvent* limit_ = nullptr;
+  uint64_t next_seq_ = 0;
+  std::atomic<uint64_t> committed_{0};
+  Session* session_;
+  uint32_t index_;
+  bool full_ = false;      // at the memory limit with the stop policy: events counted, not kept
+  bool detached_ = false;  // the session stopped
+
+  mutable std::mutex mutex_;
+  std::deque<Chunk> chunks_;
+  std::vector<RangeDetail> details_;
+  std::vector<std::string> strings_;
+  std::vector<MemoryRecord> memory_;
+  std::atomic<uint64_t> dropped_{0};
+};
+
+/// The hot-path view of the calling thread: trivially constructible so that reading it is a
+/// plain TLS load. `epoch` says which session `buffer` belongs to.
+struct ThreadSlot {
+  ThreadBuffer* buffer;
+  uint64_t epoch;
+};
+extern thread_local ThreadSlot t_slot;
+/// Epoch of the recording session, 0 when none records.
+extern std::atomic<uint64_t> g_session_epoch;
+
+/// Slow path of current_buffer(): attaches this thread to the active session (or caches that it
+/// must not record). Returns null when this thread does not record.
+ThreadBuffer* attach_current_thread() noexcept;
+
+/// The calling thread's buffer in the recording session, or null when it does not record.
+FRAMESCOPE_ALWAYS_INLINE ThreadBuffer* current_buffer() noexcept {
+  uint64_t epoch = g_session_epoch.load(std::memory_order_relaxed);
+  if (FRAMESCOPE_LIKELY(t_slot.epoch == epoch)) return t_slot.buffer;
+  return attach_current_thread();
+}
+
+/// Forces the next current_buffer() on this thread to re-check (after its thread-local state
+/// changed, e.g. under a ThreadLocalStateGuard).
+inline void invalidate_thread_slot() noexcept { t_slot.epoch = ~uint64_t(0); }
+
+}  // namespace framescope::internal

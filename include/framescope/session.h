@@ -1,0 +1,106 @@
+// framescope/session.h: profiling sessions: enable, record marks and memory, stop, replay.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "framescope/trace.h"
+
+namespace framescope {
+
+/// Thrown for misuse of sessions: enabling twice, stopping when none runs, a bad config.
+class SessionError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// Which threads record into a session.
+enum class ThreadScope : uint8_t {
+  kAllThreads,   ///< every thread of the process (default; what the Python tracer needs)
+  kPropagated,   ///< the enabling thread and threads that carry its ThreadLocalState
+};
+
+/// What to do when the session's buffers reach `memory_limit_bytes`.
+enum class LimitPolicy : uint8_t {
+  kStopRecording,  ///< keep the oldest events, count the rest as dropped, warn (default)
+  kKeepNewest,     ///< flight recorder: each thread recycles its oldest chunk
+};
+
+/// Options of a session. Plain value type.
+struct SessionConfig {
+  bool record_shapes = false;   ///< keep range inputs (shapes) with their ranges
+  bool profile_memory = false;  ///< keep record_memory() events
+  bool with_flops = false;      ///< estimate flops of known ops from their input shapes
+  ThreadScope threads = ThreadScope::kAllThreads;
+  LimitPolicy on_limit = LimitPolicy::kStopRecording;
+  size_t memory_limit_bytes = size_t(1) << 30;  ///< across all threads; >= one chunk per thread
+  size_t prefault_bytes = size_t(8) << 20;      ///< chunks faulted in at start, then reused
+  bool start_stop_marks = true;  ///< record "__start_profile"/"__stop_profile" marks
+};
+
+/// Per-thread raw events of a stopped session, before replay. Move-only.
+struct RawTrace;
+
+/// Starts the process-wide session. Throws SessionError when a session is already enabled on
+/// this thread ("enabling twice") or on another thread, or for a bad config. Thread-safe.
+void enable_profiler(const SessionConfig& config = {});
+/// True while a session records.
+bool profiler_enabled() noexcept;
+/// The active session's config; throws SessionError when none is active.
+SessionConfig profiler_config();
+/// Stops the session and collects every thread's events (threads that exited included).
+/// Throws SessionError when no session is enabled. Thread-safe.
+std::unique_ptr<RawTrace> disable_profiler();
+
+/// Records an instant event (a mark) on the calling thread; no-op without a session.
+void mark(std::string_view name) noexcept;
+/// Records a native allocation (bytes > 0) or free (bytes < 0) for memory profiling: the
+/// address, the size and the allocator's totals after it. No-op unless the session has
+/// profile_memory. Thread-safe.
+void record_memory(const void* address, int64_t bytes, int64_t total_allocated,
+                   int64_t total_reserved = 0, int32_t device = -1) noexcept;
+
+/// Resolves the opaque keys of Python and C-function events (recorded by the extension) into
+/// symbols at replay. Return false to leave a key unnamed ("<unknown>").
+struct KeyResolver {
+  std::function<bool(uint64_t key, Symbol& out)> python;
+  std::function<bool(uint64_t key, Symbol& out)> c_function;
+};
+
+/// Frames that were already running on a thread when the session started (outermost first),
+/// each with the address used to recognise it in anchor events. Given by the extension.
+struct InitialStack {
+  uint64_t pthread_id = 0;
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> frame_addresses;
+};
+
+namespace internal {
+/// Adds the pre-existing Python stack of a thread to the active session (extension only).
+void add_initial_stack(InitialStack stack);
+/// Appends a warning to the active session (shown with the trace).
+void add_session_warning(std::string message);
+}  // namespace internal
+
+/// Replays raw events into one tree per thread, converting ticks to ns. Unmatched ends are
+/// ignored, ranges still open are closed at the stop time. Never throws on inconsistent input.
+Trace replay(const RawTrace& raw, const KeyResolver& resolver = {});
+
+/// disable_profiler() + replay() with no Python keys: what a pure C++ program wants.
+Trace stop_profiler();
+
+/// Summary of a RawTrace (for tools that want numbers before replay).
+struct RawTraceStats {
+  uint64_t events = 0;
+  uint64_t dropped = 0;
+  uint64_t threads = 0;
+  uint64_t bytes = 0;  ///< memory used by event chunks
+};
+RawTraceStats raw_trace_stats(const RawTrace& raw);
+
+}  // namespace framescope

@@ -1,0 +1,116 @@
+// framescope/trace.h: the replayed result of a session: events in one tree per thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "framescope/range_input.h"
+
+namespace framescope {
+
+/// Category of a replayed event (exported as the Chrome/Kineto `cat`).
+enum class EventCategory : uint8_t {
+  kPythonFunction = 0,  ///< a Python frame ("python_function")
+  kCFunction = 1,       ///< a builtin called from Python ("python_function", torch does the same)
+  kCpuOp = 2,           ///< a RecordScope::kFunction range ("cpu_op")
+  kUserAnnotation = 3,  ///< a user range: record_function, the C ABI ("user_annotation")
+  kMark = 4,            ///< an instant ("cpu_instant_event")
+  kOther = 5,           ///< other scopes
+};
+
+/// The Chrome/Kineto category string of a category.
+const char* category_name(EventCategory c) noexcept;
+
+/// What a name refers to: a Python function (file and line known), a builtin, or a range.
+struct Symbol {
+  std::string name;      ///< display name, e.g. "app/main.py(12): run" or "nn.Module: Linear"
+  std::string file;      ///< source file for Python functions, else empty
+  int32_t line = 0;      ///< first line for Python functions, else 0
+  std::string function;  ///< bare function name (pstats), else the name
+};
+
+/// One replayed event. `dur_ns` is -1 for instants. Plain value type.
+struct TraceEvent {
+  int64_t start_ns = 0;  ///< CLOCK_MONOTONIC ns
+  int64_t dur_ns = 0;
+  int64_t parent = -1;   ///< index of the enclosing event on the same thread, -1 at the root
+  uint32_t symbol = 0;   ///< index into Trace::symbols
+  uint32_t thread = 0;   ///< index into Trace::threads
+  uint32_t depth = 0;
+  uint32_t detail = UINT32_MAX;  ///< index into Trace::details or UINT32_MAX
+  EventCategory category = EventCategory::kOther;
+  bool async_end = false;  ///< ended on another thread
+  bool open_at_stop = false;  ///< still open when the session stopped (closed at stop time)
+};
+
+/// Inputs and ids of a range that had them.
+struct EventDetail {
+  uint64_t handle = 0;
+  int64_t seq_nr = -1;
+  int64_t flops = -1;
+  std::vector<RangeInput> inputs;
+};
+
+/// A memory sample reported through record_memory().
+struct MemorySample {
+  int64_t time_ns = 0;
+  uint32_t thread = 0;
+  uint64_t address = 0;
+  int64_t bytes = 0;
+  int64_t total_allocated = 0;
+  int64_t total_reserved = 0;
+  int32_t device = -1;
+};
+
+/// A thread (or, after merge(), a thread of another process) that recorded events.
+struct ThreadInfo {
+  int64_t pid = 0;
+  uint64_t os_tid = 0;
+  uint64_t pthread_id = 0;
+  uint64_t logical_tid = 0;
+  std::string name;
+};
+
+/// Aggregate over events of one symbol (summary tables).
+struct SymbolStats {
+  uint32_t symbol = 0;
+  uint64_t calls = 0;
+  int64_t total_ns = 0;  ///< inclusive, counting recursive calls once
+  int64_t self_ns = 0;
+};
+
+/// The result of a session. Events of one thread are ordered by start; a parent precedes its
+/// children. Value type; not thread-safe to mutate concurrently.
+class Trace {
+ public:
+  std::vector<Symbol> symbols;
+  std::vector<TraceEvent> events;
+  std::vector<ThreadInfo> threads;
+  std::vector<EventDetail> details;
+  std::vector<MemorySample> memory;
+  std::vector<std::string> warnings;
+  int64_t start_ns = 0;  ///< session start (monotonic ns)
+  int64_t stop_ns = 0;
+  uint64_t dropped_events = 0;
+  uint64_t recorded_events = 0;  ///< raw events kept (16 bytes each)
+
+  /// Interns a symbol by display name; returns its index.
+  uint32_t intern(Symbol s);
+  /// Appends the events of another trace (e.g. from another process) keeping their pids and
+  /// shifting their times by `offset_ns`. Symbols are re-interned.
+  void merge(const Trace& other, int64_t offset_ns = 0);
+  /// Per-symbol call counts, inclusive and self time, sorted by self time (descending).
+  std::vector<SymbolStats> stats() const;
+  /// Compact binary form, for shipping a trace between processes. `deserialize` throws
+  /// std::runtime_error on malformed input.
+  std::string serialize() const;
+  static Trace deserialize(std::string_view bytes);
+
+ private:
+  std::unordered_map<std::string, uint32_t> symbol_index_;
+};
+
+}  // namespace framescope
