@@ -13,9 +13,16 @@ RecordProfile::RecordProfile(std::string path, const SessionConfig& config)
   enable_profiler(config);
 }
 
+void RecordProfile::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  write_chrome_trace(stop_profiler(), path_);
+}
+
 RecordProfile::~RecordProfile() {
+  if (stopped_) return;
   try {
-    write_chrome_trace(stop_profiler(), path_);
+    stop();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "framescope: RecordProfile could not write '%s': %s\n", path_.c_str(),
                  e.what());
