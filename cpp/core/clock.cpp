@@ -80,6 +80,8 @@ ClockConverter ClockConverter::start() noexcept {
 }
 
 void ClockConverter::finish() noexcept {
+  if (finished_) return;
+  finished_ = true;
   if (ticks_are_ns_) {
     ticks_per_ns_ = 1.0;
     return;

@@ -67,6 +67,7 @@ class ClockConverter {
   uint64_t start_ns_ = 0;
   double ticks_per_ns_ = 1.0;
   bool ticks_are_ns_ = true;
+  bool finished_ = false;
 };
 
 }  // namespace framescope
