@@ -316,7 +316,7 @@ Trace Trace::deserialize(std::string_view bytes) {
   for (const TraceEvent& e : t.events) {
     if (e.detail != UINT32_MAX && e.detail >= t.details.size()) Reader::fail();
   }
-  n = r.count(52);
+  n = r.count(48);  // 8+4+8+8+8+8+4 bytes per sample
   for (uint64_t i = 0; i < n; ++i) {
     MemorySample m;
     m.time_ns = r.pod<int64_t>();
