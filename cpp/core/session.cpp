@@ -197,7 +197,9 @@ SessionConfig profiler_config() {
   return g_session->config;
 }
 
-std::unique_ptr<RawTrace> disable_profiler() {
+void RawTraceDeleter::operator()(RawTrace* raw) const noexcept { delete raw; }
+
+RawTracePtr disable_profiler() {
   std::shared_ptr<internal::Session> session;
   {
     std::lock_guard<std::mutex> lock(g_session_mutex);
@@ -218,7 +220,7 @@ std::unique_ptr<RawTrace> disable_profiler() {
   }
   session->clock.finish();
 
-  auto raw = std::make_unique<RawTrace>();
+  RawTracePtr raw(new RawTrace());
   raw->config = session->config;
   raw->clock = session->clock;
   raw->start_ticks = session->start_ticks;

@@ -43,8 +43,13 @@ struct SessionConfig {
   bool start_stop_marks = true;  ///< record "__start_profile"/"__stop_profile" marks
 };
 
-/// Per-thread raw events of a stopped session, before replay. Move-only.
+/// Per-thread raw events of a stopped session, before replay. Opaque; move-only.
 struct RawTrace;
+/// Deletes a RawTrace (its definition is internal).
+struct RawTraceDeleter {
+  void operator()(RawTrace* raw) const noexcept;
+};
+using RawTracePtr = std::unique_ptr<RawTrace, RawTraceDeleter>;
 
 /// Starts the process-wide session. Throws SessionError when a session is already enabled on
 /// this thread ("enabling twice") or on another thread, or for a bad config. Thread-safe.
@@ -55,7 +60,7 @@ bool profiler_enabled() noexcept;
 SessionConfig profiler_config();
 /// Stops the session and collects every thread's events (threads that exited included).
 /// Throws SessionError when no session is enabled. Thread-safe.
-std::unique_ptr<RawTrace> disable_profiler();
+RawTracePtr disable_profiler();
 
 /// Records an instant event (a mark) on the calling thread; no-op without a session.
 void mark(std::string_view name) noexcept;
