@@ -178,21 +178,30 @@ class ChromeWriter {
     const TraceEvent& e = t_.events[index];
     const ThreadInfo& th = t_.threads[e.thread];
     begin_event();
+    // A range ended on another thread may outlive its parent, so as an "X" slice it would break
+    // the nesting of its thread: it becomes an async "b"/"e" pair (its own track in viewers).
+    const bool async = e.async_end && e.dur_ns >= 0;
     if (e.dur_ns < 0) {
       buf_ += "{\"ph\": \"i\", \"s\": \"t\", \"cat\": ";
+    } else if (async) {
+      buf_ += "{\"ph\": \"b\", \"cat\": ";
     } else {
       buf_ += "{\"ph\": \"X\", \"cat\": ";
     }
     append_string(buf_, category_name(e.category));
     buf_ += ", \"name\": ";
     append_string(buf_, t_.symbols[e.symbol].name);
+    if (async) {
+      buf_ += ", \"id\": ";
+      append_int(buf_, int64_t(index));
+    }
     buf_ += ", \"pid\": ";
     append_int(buf_, th.pid);
     buf_ += ", \"tid\": ";
     append_int(buf_, int64_t(th.os_tid));
     buf_ += ", \"ts\": ";
     append_us(buf_, e.start_ns - base_);
-    if (e.dur_ns >= 0) {
+    if (e.dur_ns >= 0 && !async) {
       buf_ += ", \"dur\": ";
       append_us(buf_, e.dur_ns);
     }
@@ -241,6 +250,22 @@ class ChromeWriter {
       }
     }
     buf_ += "}}";
+    if (async) {
+      begin_event();
+      buf_ += "{\"ph\": \"e\", \"cat\": ";
+      append_string(buf_, category_name(e.category));
+      buf_ += ", \"name\": ";
+      append_string(buf_, t_.symbols[e.symbol].name);
+      buf_ += ", \"id\": ";
+      append_int(buf_, int64_t(index));
+      buf_ += ", \"pid\": ";
+      append_int(buf_, th.pid);
+      buf_ += ", \"tid\": ";
+      append_int(buf_, int64_t(th.os_tid));
+      buf_ += ", \"ts\": ";
+      append_us(buf_, e.start_ns + e.dur_ns - base_);
+      buf_ += "}";
+    }
   }
 
   void write_memory(const MemorySample& m) {

@@ -11,7 +11,9 @@ namespace framescope {
 
 /// Writes `trace` in the Chrome trace object form, laid out like torch/Kineto exports:
 /// "X" slices with `ts`/`dur` in µs relative to `baseTimeNanoseconds` (so ns precision is kept),
-/// process/thread name metadata, marks as instants, memory samples as counters. Thread-safe for
+/// process/thread name metadata, marks as instants, memory samples as counters. Ranges ended on
+/// another thread (async_end) are written as async "b"/"e" pairs (id = event index) so that the
+/// "X" slices of every thread nest properly. Thread-safe for
 /// distinct streams. Throws std::runtime_error when the stream fails.
 void write_chrome_trace(const Trace& trace, std::ostream& out);
 /// Same, to a file (created or truncated). Throws std::runtime_error naming the path on failure.
