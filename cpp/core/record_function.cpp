@@ -276,7 +276,7 @@ void RecordFunction::init(RecordScope scope) noexcept {
     buffer_ = b;
     buffer_index_ = b->index();
     session_epoch_ = internal::t_slot.epoch;
-    record_inputs_in_session_ = b->session()->config.record_shapes;
+    record_inputs_in_session_ = b->record_shapes;
     needs_inputs_ = record_inputs_in_session_;
     active_ = true;
   }
@@ -393,7 +393,13 @@ void RecordFunction::end() noexcept {
     if (internal::t_slot.buffer == buffer_ && internal::t_slot.epoch == session_epoch_) {
       buffer_->append(now, internal::pack_word(internal::EventKind::kRangeEnd, begin_seq_));
     } else if (internal::g_session_epoch.load(std::memory_order_relaxed) == session_epoch_) {
-      internal::record_async_end(session_epoch_, buffer_index_, begin_seq_, now);
+      if (thread_id_ == current_thread_id()) {
+        // Still the starting thread, only its slot was invalidated (its thread-local state
+        // changed mid-range). While the session runs, the thread keeps owning buffer_.
+        buffer_->append(now, internal::pack_word(internal::EventKind::kRangeEnd, begin_seq_));
+      } else {
+        internal::record_async_end(session_epoch_, buffer_index_, begin_seq_, now);
+      }
     }
   }
   if (observers_) {

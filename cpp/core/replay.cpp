@@ -44,7 +44,12 @@ class Replayer {
     out_.start_ns = raw_.clock.to_ns(raw_.start_ticks);
     out_.stop_ns = raw_.clock.to_ns(raw_.stop_ticks);
     out_.warnings = raw_.warnings;
-    for (const auto& ae : raw_.async_ends) async_ends_[{ae.buffer_index, ae.begin_seq}] = ae.ticks;
+    // Threads may still append for a moment after the stop time was taken (they read the
+    // session epoch before it was cleared). Such events lie outside the session window and are
+    // ignored, so that everything fits inside [start, stop] and ranges open at stop nest.
+    for (const auto& ae : raw_.async_ends) {
+      if (ae.ticks <= raw_.stop_ticks) async_ends_[{ae.buffer_index, ae.begin_seq}] = ae.ticks;
+    }
     int64_t pid = getpid();
     for (const RawThread& t : raw_.threads) {
       ThreadInfo info;
@@ -141,6 +146,7 @@ class Replayer {
     uint64_t seq = d.first_seq;
     for (const internal::RawEvent& raw : d.events) {
       const uint64_t this_seq = seq++;
+      if (raw.ticks > raw_.stop_ticks) break;  // after the stop: this and later events
       const int64_t ts = raw_.clock.to_ns(raw.ticks);
       const uint64_t payload = internal::payload_of(raw.word);
       switch (internal::kind_of(raw.word)) {

@@ -52,11 +52,14 @@ Session::Session(const SessionConfig& cfg, uint64_t e)
 
 std::shared_ptr<ThreadBuffer> Session::create_buffer() {
   std::lock_guard<std::mutex> lock(mutex);
+  if (stopped) return nullptr;
   auto buffer = std::make_shared<ThreadBuffer>(this, uint32_t(buffers.size()));
   buffer->os_tid = os_thread_id();
   buffer->pthread_id = pthread_thread_id();
   buffer->logical_tid = current_thread_id();
   buffer->epoch = epoch;
+  buffer->record_shapes = config.record_shapes;
+  buffer->profile_memory = config.profile_memory;
   buffers.push_back(buffer);
   return buffer;
 }
@@ -112,24 +115,24 @@ ThreadBuffer* attach_current_thread() noexcept {
     t_slot = {nullptr, epoch};
     return nullptr;
   }
-  if (t_owner.buffer && t_owner.buffer->epoch == epoch) {
-    t_slot = {t_owner.buffer.get(), epoch};
-    return t_owner.buffer.get();
-  }
+  if (t_owner.buffer && t_owner.buffer->epoch != epoch) t_owner.buffer.reset();  // older session
   if (session->config.threads == ThreadScope::kPropagated) {
+    // Checked on every attach, not only the first: a pool worker that recorded a task of the
+    // session must not record the next task when that one does not carry the session's state.
+    // The thread keeps its buffer (a range it started may still end on it).
     auto* info = dynamic_cast<ProfilerStateInfo*>(
         ThreadLocalDebugInfo::get(DebugInfoKind::kProfilerState));
     if (!info || info->epoch != epoch) {
-      t_owner.buffer.reset();
       t_slot = {nullptr, epoch};
       return nullptr;
     }
   }
-  try {
-    t_owner.buffer = session->create_buffer();
-  } catch (...) {
-    t_slot = {nullptr, epoch};
-    return nullptr;
+  if (!t_owner.buffer) {
+    try {
+      t_owner.buffer = session->create_buffer();
+    } catch (...) {
+      t_owner.buffer.reset();
+    }
   }
   t_slot = {t_owner.buffer.get(), epoch};
   return t_owner.buffer.get();
@@ -172,20 +175,24 @@ void enable_profiler(const SessionConfig& config) {
       info && info->epoch == g_session_epoch.load()) {
     throw SessionError("framescope: profiler already enabled on this thread");
   }
-  std::lock_guard<std::mutex> lock(g_session_mutex);
-  if (g_session) {
-    throw SessionError("framescope: a profiling session is already enabled (on another thread)");
+  uint64_t epoch;
+  {
+    std::lock_guard<std::mutex> lock(g_session_mutex);
+    if (g_session) {
+      throw SessionError("framescope: a profiling session is already enabled (on another thread)");
+    }
+    internal::ChunkPool::instance().reserve(config.prefault_bytes);
+    epoch = ++internal::g_last_epoch;
+    auto session = std::make_shared<internal::Session>(config, epoch);
+    session->clock = ClockConverter::start();
+    session->start_ticks = now_ticks();
+    g_session = session;
+    g_session_epoch.store(epoch, std::memory_order_release);
+    internal::g_range_consumers.fetch_add(1, std::memory_order_relaxed);
   }
-  internal::ChunkPool::instance().reserve(config.prefault_bytes);
-  uint64_t epoch = ++internal::g_last_epoch;
-  auto session = std::make_shared<internal::Session>(config, epoch);
-  session->clock = ClockConverter::start();
-  session->start_ticks = now_ticks();
-  g_session = session;
+  // Outside the lock: both attach this thread to the session, which takes the lock.
   ThreadLocalDebugInfo::push(DebugInfoKind::kProfilerState,
                              std::make_shared<internal::ProfilerStateInfo>(epoch));
-  g_session_epoch.store(epoch, std::memory_order_release);
-  internal::g_range_consumers.fetch_add(1, std::memory_order_relaxed);
   if (config.start_stop_marks) mark("__start_profile");
 }
 
@@ -226,6 +233,7 @@ RawTracePtr disable_profiler() {
   raw->start_ticks = session->start_ticks;
   raw->stop_ticks = stop_ticks;
   std::lock_guard<std::mutex> lock(session->mutex);
+  session->stopped = true;
   for (auto& buffer : session->buffers) {
     RawThread t;
     t.data = buffer->snapshot();
@@ -261,7 +269,7 @@ void mark(std::string_view name) noexcept {
 void record_memory(const void* address, int64_t bytes, int64_t total_allocated,
                    int64_t total_reserved, int32_t device) noexcept {
   internal::ThreadBuffer* b = internal::current_buffer();
-  if (!b || !b->session()->config.profile_memory) return;
+  if (!b || !b->profile_memory) return;
   internal::MemoryRecord rec;
   rec.address = reinterpret_cast<uint64_t>(address);
   rec.bytes = bytes;

@@ -28,7 +28,8 @@ class Session {
  public:
   Session(const SessionConfig& config, uint64_t epoch);
 
-  /// Creates and registers a buffer for the calling thread. Thread-safe.
+  /// Creates and registers a buffer for the calling thread; nullptr once the session stopped
+  /// (a buffer created after the stop would never be detached). Thread-safe.
   std::shared_ptr<ThreadBuffer> create_buffer();
   /// Takes a chunk for `buffer` if the memory limit allows; nullptr otherwise (and warns once).
   RawEvent* take_chunk() noexcept;
@@ -44,6 +45,7 @@ class Session {
   uint64_t start_ticks = 0;
 
   std::mutex mutex;
+  bool stopped = false;  // set under `mutex` by disable_profiler() before it collects buffers
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
   std::vector<InitialStack> initial_stacks;
   std::vector<AsyncEnd> async_ends;

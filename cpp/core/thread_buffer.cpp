@@ -18,8 +18,9 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
   }
   RawEvent* chunk = session_->take_chunk();
   if (!chunk) {
-    if (session_->config.on_limit == LimitPolicy::kKeepNewest && chunks_.size() > 1) {
-      // Flight recorder: recycle this thread's oldest chunk.
+    if (session_->config.on_limit == LimitPolicy::kKeepNewest && !chunks_.empty()) {
+      // Flight recorder: recycle this thread's oldest chunk (the full current one when it has
+      // only one; the owner is the caller, so nothing else writes to it).
       Chunk oldest = chunks_.front();
       chunks_.pop_front();
       dropped_.fetch_add(oldest.capacity, std::memory_order_relaxed);

@@ -100,6 +100,10 @@ class ThreadBuffer {
   uint64_t pthread_id = 0;
   uint64_t logical_tid = 0;
   uint64_t epoch = 0;  // of the session the buffer belongs to
+  // copies of the session's config, readable without touching the session (which may be gone
+  // once the buffer is detached)
+  bool record_shapes = false;
+  bool profile_memory = false;
 
  private:
   FRAMESCOPE_NOINLINE uint64_t append_slow(uint64_t ticks, uint64_t word) noexcept;
