@@ -50,6 +50,9 @@ void append_us(std::string& out, int64_t ns) {
   out.append(buf, size_t(n));
 }
 
+// a - b without undefined behaviour on overflow (wraps; only absurd hand-made traces get there).
+int64_t rel(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
+
 void append_int(std::string& out, int64_t v) {
   char buf[24];
   int n = std::snprintf(buf, sizeof buf, "%" PRId64, v);
@@ -119,7 +122,7 @@ class ChromeWriter {
     buf_ += "{\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": ";
     append_int(buf_, t_.threads.empty() ? 0 : t_.threads[0].pid);
     buf_ += ", \"tid\": 0, \"ts\": ";
-    append_us(buf_, t_.stop_ns - base_);
+    append_us(buf_, rel(t_.stop_ns, base_));
     buf_ += "}\n]\n}\n";
     flush(true);
   }
@@ -200,7 +203,7 @@ class ChromeWriter {
     buf_ += ", \"tid\": ";
     append_int(buf_, int64_t(th.os_tid));
     buf_ += ", \"ts\": ";
-    append_us(buf_, e.start_ns - base_);
+    append_us(buf_, rel(e.start_ns, base_));
     if (e.dur_ns >= 0 && !async) {
       buf_ += ", \"dur\": ";
       append_us(buf_, e.dur_ns);
@@ -263,7 +266,7 @@ class ChromeWriter {
       buf_ += ", \"tid\": ";
       append_int(buf_, int64_t(th.os_tid));
       buf_ += ", \"ts\": ";
-      append_us(buf_, e.start_ns + e.dur_ns - base_);
+      append_us(buf_, rel(rel(e.start_ns, base_), -e.dur_ns));
       buf_ += "}";
     }
   }
@@ -277,7 +280,7 @@ class ChromeWriter {
     buf_ += ", \"tid\": ";
     append_int(buf_, int64_t(th.os_tid));
     buf_ += ", \"ts\": ";
-    append_us(buf_, m.time_ns - base_);
+    append_us(buf_, rel(m.time_ns, base_));
     buf_ += ", \"args\": {\"Device Id\": ";
     append_int(buf_, m.device);
     buf_ += ", \"Addr\": ";
@@ -293,7 +296,7 @@ class ChromeWriter {
     buf_ += "{\"ph\": \"C\", \"name\": \"Memory\", \"pid\": ";
     append_int(buf_, th.pid);
     buf_ += ", \"tid\": 0, \"ts\": ";
-    append_us(buf_, m.time_ns - base_);
+    append_us(buf_, rel(m.time_ns, base_));
     buf_ += ", \"args\": {\"Total Allocated\": ";
     append_int(buf_, m.total_allocated);
     buf_ += ", \"Total Reserved\": ";

@@ -2,6 +2,7 @@
 #include "framescope/trace.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <unordered_map>
@@ -65,6 +66,16 @@ void Trace::merge(const Trace& other, int64_t offset_ns) {
   recorded_events += other.recorded_events;
 }
 
+namespace {
+// Saturating arithmetic: stats over hand-made or deserialized traces must not overflow.
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+int64_t end_of(const TraceEvent& e) { return sat_add(e.start_ns, e.dur_ns); }
+}  // namespace
+
 std::vector<SymbolStats> Trace::stats() const {
   std::vector<SymbolStats> by_symbol(symbols.size());
   for (size_t i = 0; i < symbols.size(); ++i) by_symbol[i].symbol = uint32_t(i);
@@ -72,8 +83,10 @@ std::vector<SymbolStats> Trace::stats() const {
   for (size_t i = 0; i < events.size(); ++i) {
     const TraceEvent& e = events[i];
     if (e.dur_ns < 0) continue;
-    self[i] += e.dur_ns;
-    if (e.parent >= 0 && events[size_t(e.parent)].dur_ns >= 0) self[size_t(e.parent)] -= e.dur_ns;
+    self[i] = sat_add(self[i], e.dur_ns);
+    if (e.parent >= 0 && events[size_t(e.parent)].dur_ns >= 0) {
+      self[size_t(e.parent)] = sat_add(self[size_t(e.parent)], -e.dur_ns);
+    }
   }
   // Inclusive time counts a recursive symbol once: only where no enclosing open event has the
   // same symbol. Events of a thread are in start order, so one pass with a stack per thread.
@@ -90,8 +103,8 @@ std::vector<SymbolStats> Trace::stats() const {
     }
     while (!stack.empty()) {
       const TraceEvent& top = events[stack.back()];
-      if (top.start_ns + top.dur_ns > e.start_ns ||
-          (top.start_ns + top.dur_ns == e.start_ns && e.parent == int64_t(stack.back()))) {
+      if (end_of(top) > e.start_ns ||
+          (end_of(top) == e.start_ns && e.parent == int64_t(stack.back()))) {
         break;
       }
       --active[top.symbol];
@@ -99,8 +112,8 @@ std::vector<SymbolStats> Trace::stats() const {
     }
     SymbolStats& s = by_symbol[e.symbol];
     s.calls += 1;
-    s.self_ns += self[i];
-    if (active[e.symbol] == 0) s.total_ns += e.dur_ns;
+    s.self_ns = sat_add(s.self_ns, self[i]);
+    if (active[e.symbol] == 0) s.total_ns = sat_add(s.total_ns, e.dur_ns);
     ++active[e.symbol];
     stack.push_back(i);
   }
@@ -169,6 +182,10 @@ class Reader {
 };
 
 constexpr char kMagic[8] = {'F', 'S', 'T', 'R', 'A', 'C', 'E', '1'};
+
+// Times and durations of a valid trace are far below this (2^62 ns is ~146 years).
+constexpr int64_t kMaxTime = int64_t(1) << 62;
+bool valid_time(int64_t t) { return t > -kMaxTime && t < kMaxTime; }
 
 void write_input(Writer& w, const RangeInput& in) {
   w.pod<uint8_t>(uint8_t(in.kind));
@@ -259,6 +276,7 @@ Trace Trace::deserialize(std::string_view bytes) {
   Trace t;
   t.start_ns = r.pod<int64_t>();
   t.stop_ns = r.pod<int64_t>();
+  if (!valid_time(t.start_ns) || !valid_time(t.stop_ns)) Reader::fail();
   t.dropped_events = r.pod<uint64_t>();
   t.recorded_events = r.pod<uint64_t>();
   uint64_t n = r.count(28);
@@ -294,7 +312,8 @@ Trace Trace::deserialize(std::string_view bytes) {
     e.detail = r.pod<uint32_t>();
     uint8_t cat = r.pod<uint8_t>();
     uint8_t flags = r.pod<uint8_t>();
-    if (cat > uint8_t(EventCategory::kOther) || e.symbol >= t.symbols.size() ||
+    if (!valid_time(e.start_ns) || !valid_time(e.dur_ns) || e.dur_ns < -1 ||
+        cat > uint8_t(EventCategory::kOther) || e.symbol >= t.symbols.size() ||
         e.thread >= t.threads.size() || e.parent >= int64_t(i) || e.parent < -1) {
       Reader::fail();
     }
@@ -326,7 +345,7 @@ Trace Trace::deserialize(std::string_view bytes) {
     m.total_allocated = r.pod<int64_t>();
     m.total_reserved = r.pod<int64_t>();
     m.device = r.pod<int32_t>();
-    if (m.thread >= t.threads.size()) Reader::fail();
+    if (m.thread >= t.threads.size() || !valid_time(m.time_ns)) Reader::fail();
     t.memory.push_back(m);
   }
   n = r.count(8);

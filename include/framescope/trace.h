@@ -105,7 +105,8 @@ class Trace {
   /// Per-symbol call counts, inclusive and self time, sorted by self time (descending).
   std::vector<SymbolStats> stats() const;
   /// Compact binary form, for shipping a trace between processes. `deserialize` throws
-  /// std::runtime_error on malformed input.
+  /// std::runtime_error on malformed input (bad magic, truncation, out-of-range references,
+  /// times beyond +-2^62 ns, durations below -1).
   std::string serialize() const;
   static Trace deserialize(std::string_view bytes);
 

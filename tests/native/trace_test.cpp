@@ -337,6 +337,25 @@ TEST_F(TraceTest, OutOfRangeReferencesAreRejected) {
   bad_after([](Trace& t) { t.events[1].detail = 0; });  // no details
   bad_after([](Trace& t) { t.events[1].category = EventCategory(200); });
   bad_after([](Trace& t) { t.memory.push_back(MemorySample{0, 9, 0, 0, 0, 0, 0}); });
+  bad_after([](Trace& t) { t.events[1].dur_ns = -2; });
+  bad_after([](Trace& t) { t.events[1].start_ns = INT64_MAX; });
+  bad_after([](Trace& t) { t.events[1].dur_ns = INT64_MAX; });
+  bad_after([](Trace& t) { t.stop_ns = INT64_MIN; });
+  bad_after([](Trace& t) { t.memory.push_back(MemorySample{INT64_MIN, 0, 0, 0, 0, 0, 0}); });
+}
+
+TEST_F(TraceTest, ExtremeHandMadeTimesDoNotOverflow) {
+  // Hand-made traces can hold anything; stats() and the writer must not overflow (UBSan).
+  Trace t = handmade();
+  t.events[0].start_ns = INT64_MIN + 1;
+  t.events[0].dur_ns = INT64_MAX;
+  t.events[3].start_ns = INT64_MAX - 1;
+  t.events[3].dur_ns = INT64_MAX;
+  t.memory.push_back(MemorySample{INT64_MAX, 0, 0, 1, 1, 1, -1});
+  t.stop_ns = INT64_MAX;
+  EXPECT_NO_THROW((void)t.stats());
+  std::ostringstream out;
+  EXPECT_NO_THROW(write_chrome_trace(t, out));
 }
 
 TEST_F(TraceTest, CorruptedBytesNeverCrash) {
