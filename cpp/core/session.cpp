@@ -97,7 +97,7 @@ void Session::add_async_end(const AsyncEnd& end) {
 }
 
 void Session::add_warning(std::string message) {
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(warnings_mutex);
   warnings.push_back(std::move(message));
 }
 
@@ -247,7 +247,10 @@ RawTracePtr disable_profiler() {
   session->buffers.clear();
   raw->initial_stacks = std::move(session->initial_stacks);
   raw->async_ends = std::move(session->async_ends);
-  raw->warnings = std::move(session->warnings);
+  {
+    std::lock_guard<std::mutex> warnings_lock(session->warnings_mutex);
+    raw->warnings = std::move(session->warnings);
+  }
   for (auto& t : raw->threads) {
     if (t.data.dropped) {
       raw->warnings.push_back("framescope: " + std::to_string(t.data.dropped) +

@@ -49,6 +49,9 @@ class Session {
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
   std::vector<InitialStack> initial_stacks;
   std::vector<AsyncEnd> async_ends;
+  // Own (leaf) mutex: warnings are added while a ThreadBuffer's mutex is held (memory limit),
+  // and disable_profiler() takes buffer mutexes while holding `mutex`.
+  std::mutex warnings_mutex;
   std::vector<std::string> warnings;
 
  private:

@@ -21,7 +21,8 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 # (vm.mmap_rnd_bits > 28) make it fail with "unexpected memory mapping". Running the tests with
 # ASLR disabled (setarch -R) avoids that without changing the system.
 tsan_works() {
-  local dir="$1" probe="$dir/tsan_probe"
+  local dir="$1"
+  local probe="$dir/tsan_probe"
   printf '#include <thread>\nint main(){int x=0; std::thread t([&]{x=1;}); t.join(); return x-1;}\n' \
     > "$probe.cpp"
   g++ -fsanitize=thread -O1 -g "$probe.cpp" -o "$probe" -pthread >/dev/null 2>&1 || return 2
