@@ -15,6 +15,8 @@ namespace framescope {
 namespace internal {
 
 std::atomic<int> g_range_consumers{0};
+/// Number of global callbacks (kept outside GlobalCallbacks so the hot path has no static guard).
+std::atomic<int> g_global_callback_count{0};
 
 void record_async_end(uint64_t epoch, uint32_t buffer_index, uint64_t begin_seq, uint64_t ticks);
 
@@ -44,7 +46,32 @@ struct ObserverState {
     std::shared_ptr<CallbackEntry> entry;
     std::unique_ptr<ObserverContext> context;
   };
-  std::vector<Started> callbacks;
+  /// The started callbacks, in order: the first kInline without a heap allocation.
+  class StartedList {
+   public:
+    static constexpr size_t kInline = 4;
+    void push_back(Started s) {
+      if (size_ < kInline) {
+        inline_[size_] = std::move(s);
+      } else {
+        more_.push_back(std::move(s));
+      }
+      ++size_;
+    }
+    Started* begin_inline() { return inline_; }
+    Started* end_inline() { return inline_ + std::min(size_, kInline); }
+    template <class F>
+    void for_each(F&& f) {
+      for (Started* s = begin_inline(); s != end_inline(); ++s) f(*s);
+      for (Started& s : more_) f(s);
+    }
+
+   private:
+    Started inline_[kInline];
+    size_t size_ = 0;
+    std::vector<Started> more_;
+  };
+  StartedList callbacks;
   std::string name;
   std::vector<RangeInput> inputs;
   uint64_t handle = 0;
@@ -63,7 +90,6 @@ struct GlobalCallbacks {
   std::mutex mutex;
   std::vector<std::shared_ptr<CallbackEntry>> list;
   std::atomic<uint64_t> version{1};
-  std::atomic<int> count{0};
 };
 GlobalCallbacks& globals() {
   static GlobalCallbacks* g = new GlobalCallbacks();  // outlives exiting threads
@@ -73,6 +99,15 @@ GlobalCallbacks& globals() {
 thread_local std::shared_ptr<ThreadLocalCallbacks> t_callbacks;
 thread_local uint64_t t_callbacks_version = 1;
 thread_local uint64_t t_thread_id = 0;
+
+FRAMESCOPE_NOINLINE uint64_t assign_thread_id() noexcept {
+  t_thread_id = g_next_thread_id.fetch_add(1, std::memory_order_relaxed);
+  return t_thread_id;
+}
+FRAMESCOPE_ALWAYS_INLINE uint64_t thread_id_inline() noexcept {
+  uint64_t id = t_thread_id;
+  return FRAMESCOPE_LIKELY(id != 0) ? id : assign_thread_id();
+}
 
 /// Per-thread cache of the callbacks that apply to each scope, with sampling countdowns. Rebuilt
 /// only when the global version or this thread's list changes.
@@ -127,8 +162,8 @@ CallbackCache& cache() {
 }
 
 bool have_callbacks() {
-  return globals().count.load(std::memory_order_relaxed) != 0 ||
-         (t_callbacks && !t_callbacks->list.empty());
+  // t_callbacks is null or non-empty (removing the last one installs null).
+  return g_global_callback_count.load(std::memory_order_relaxed) != 0 || t_callbacks != nullptr;
 }
 
 void report_callback_exception(const char* where) {
@@ -143,6 +178,7 @@ void report_callback_exception(const char* where) {
 std::shared_ptr<ThreadLocalCallbacks> capture_thread_local_callbacks() { return t_callbacks; }
 
 void install_thread_local_callbacks(std::shared_ptr<ThreadLocalCallbacks> cbs) {
+  if (cbs && cbs->list.empty()) cbs.reset();  // have_callbacks() relies on null-or-non-empty
   if (cbs == t_callbacks) return;
   t_callbacks = std::move(cbs);
   ++t_callbacks_version;
@@ -172,7 +208,7 @@ CallbackHandle add_global_callback(RecordFunctionCallback cb) {
   auto entry = std::make_shared<CallbackEntry>(std::move(cb), internal::g_next_handle++);
   std::lock_guard<std::mutex> lock(g.mutex);
   g.list.push_back(entry);
-  g.count.fetch_add(1, std::memory_order_relaxed);
+  internal::g_global_callback_count.fetch_add(1, std::memory_order_relaxed);
   internal::g_range_consumers.fetch_add(1, std::memory_order_relaxed);
   g.version.fetch_add(1, std::memory_order_release);
   return entry->handle;
@@ -196,7 +232,7 @@ bool remove_callback(CallbackHandle handle) {
                            [&](const auto& e) { return e->handle == handle; });
     if (it != g.list.end()) {
       g.list.erase(it);
-      g.count.fetch_sub(1, std::memory_order_relaxed);
+      internal::g_global_callback_count.fetch_sub(1, std::memory_order_relaxed);
       internal::g_range_consumers.fetch_sub(1, std::memory_order_relaxed);
       g.version.fetch_add(1, std::memory_order_release);
       return true;
@@ -245,7 +281,7 @@ void clear_callbacks() {
   {
     std::lock_guard<std::mutex> lock(g.mutex);
     internal::g_range_consumers.fetch_sub(int(g.list.size()), std::memory_order_relaxed);
-    g.count.store(0, std::memory_order_relaxed);
+    internal::g_global_callback_count.store(0, std::memory_order_relaxed);
     g.list.clear();
     g.version.fetch_add(1, std::memory_order_release);
   }
@@ -259,19 +295,26 @@ void set_record_function_seed_for_testing(uint32_t seed) {
   internal::cache();
 }
 
-uint64_t current_thread_id() noexcept {
-  if (FRAMESCOPE_UNLIKELY(internal::t_thread_id == 0)) {
-    internal::t_thread_id = internal::g_next_thread_id.fetch_add(1, std::memory_order_relaxed);
-  }
-  return internal::t_thread_id;
-}
+uint64_t current_thread_id() noexcept { return internal::thread_id_inline(); }
 
 // ---------------------------------------------------------------------------------------------
 // RecordFunction
 
-void RecordFunction::init(RecordScope scope) noexcept {
+void RecordFunction::init(RecordScope scope) noexcept { init_inline(scope); }
+
+FRAMESCOPE_ALWAYS_INLINE void RecordFunction::init_inline(RecordScope scope) noexcept {
   scope_ = scope;
-  thread_id_ = current_thread_id();
+  static_name_ = nullptr;
+  buffer_ = nullptr;
+  observers_ = nullptr;
+  begin_seq_ = 0;
+  session_epoch_ = 0;
+  buffer_index_ = 0;
+  started_ = false;
+  needs_inputs_ = false;
+  record_inputs_in_session_ = false;
+  initialized_ = true;
+  thread_id_ = internal::thread_id_inline();
   if (internal::ThreadBuffer* b = internal::current_buffer()) {
     buffer_ = b;
     buffer_index_ = b->index();
@@ -305,8 +348,39 @@ void RecordFunction::init(RecordScope scope) noexcept {
   }
 }
 
+void RecordFunction::init_and_start(const char* static_name) noexcept {
+  // Fast path: recorded by the session only (no callbacks at all). Sets every member that
+  // init_inline() would, then appends the begin event.
+  internal::ThreadBuffer* b = internal::current_buffer();
+  if (FRAMESCOPE_LIKELY(b != nullptr && !internal::have_callbacks())) {
+    static_name_ = static_name;
+    buffer_ = b;
+    observers_ = nullptr;
+    session_epoch_ = internal::t_slot.epoch;
+    thread_id_ = internal::thread_id_inline();
+    buffer_index_ = b->index();
+    active_ = true;
+    initialized_ = true;
+    started_ = true;
+    needs_inputs_ = record_inputs_in_session_ = b->record_shapes;
+    begin_seq_ = b->append(
+        now_ticks(),
+        internal::pack_word(internal::EventKind::kRangeBegin,
+                            (reinterpret_cast<uint64_t>(static_name) & internal::kPointerMask) |
+                                (uint64_t(scope_) << 48)));
+    return;
+  }
+  init_inline(scope_);
+  if (active_) start_static(static_name, -1);
+}
+
 void RecordFunction::before(const char* static_name, int64_t seq_nr) noexcept {
   if (!active_ || started_) return;
+  start_static(static_name, seq_nr);
+}
+
+FRAMESCOPE_ALWAYS_INLINE void RecordFunction::start_static(const char* static_name,
+                                                           int64_t seq_nr) noexcept {
   if (FRAMESCOPE_LIKELY(!observers_ && seq_nr < 0)) {
     started_ = true;
     static_name_ = static_name;
@@ -346,14 +420,14 @@ void RecordFunction::start_observed(std::string_view name, std::vector<RangeInpu
         handle = observers_->handle = internal::g_next_range_handle.fetch_add(1);
       }
       if (inputs && observers_->wants_inputs) observers_->inputs = *inputs;
-      for (auto& s : observers_->callbacks) {
-        if (!s.entry->cb.start()) continue;
+      observers_->callbacks.for_each([this](internal::ObserverState::Started& s) {
+        if (!s.entry->cb.start()) return;
         try {
           s.context = s.entry->cb.start()(*this);
         } catch (...) {
           internal::report_callback_exception("start");
         }
-      }
+      });
     }
     if (buffer_) {
       uint64_t now = now_ticks();
@@ -382,6 +456,19 @@ void RecordFunction::start_observed(std::string_view name, std::vector<RangeInpu
 
 void RecordFunction::end() noexcept {
   if (!active_) return;
+  // Fast path: a started, unobserved range ending on its own thread in the same session.
+  if (FRAMESCOPE_LIKELY(started_ && observers_ == nullptr && buffer_ != nullptr &&
+                        internal::t_slot.buffer == buffer_ &&
+                        internal::t_slot.epoch == session_epoch_ &&
+                        begin_seq_ != internal::ThreadBuffer::kDroppedSeq)) {
+    active_ = false;
+    buffer_->append(now_ticks(), internal::pack_word(internal::EventKind::kRangeEnd, begin_seq_));
+    return;
+  }
+  end_slow();
+}
+
+void RecordFunction::end_slow() noexcept {
   active_ = false;
   if (!started_) {
     delete observers_;
@@ -403,30 +490,35 @@ void RecordFunction::end() noexcept {
     }
   }
   if (observers_) {
-    for (auto& s : observers_->callbacks) {
-      if (!s.entry->cb.end()) continue;
+    observers_->callbacks.for_each([this](internal::ObserverState::Started& s) {
+      if (!s.entry->cb.end()) return;
       try {
         s.entry->cb.end()(*this, s.context.get());
       } catch (...) {
         internal::report_callback_exception("end");
       }
-    }
+    });
     delete observers_;
     observers_ = nullptr;
   }
 }
 
 std::string_view RecordFunction::name() const noexcept {
+  if (!initialized_) return {};
   if (observers_) return observers_->name;
   return static_name_ ? std::string_view(static_name_) : std::string_view();
 }
 
-uint64_t RecordFunction::handle() const noexcept { return observers_ ? observers_->handle : 0; }
-int64_t RecordFunction::seq_nr() const noexcept { return observers_ ? observers_->seq_nr : -1; }
+uint64_t RecordFunction::handle() const noexcept {
+  return initialized_ && observers_ ? observers_->handle : 0;
+}
+int64_t RecordFunction::seq_nr() const noexcept {
+  return initialized_ && observers_ ? observers_->seq_nr : -1;
+}
 
 const std::vector<RangeInput>& RecordFunction::inputs() const noexcept {
   static const std::vector<RangeInput> kEmpty;
-  return observers_ ? observers_->inputs : kEmpty;
+  return initialized_ && observers_ ? observers_->inputs : kEmpty;
 }
 
 }  // namespace framescope

@@ -14,7 +14,7 @@
 namespace framescope {
 namespace internal {
 
-thread_local ThreadSlot t_slot = {nullptr, 0};
+__thread ThreadSlot t_slot = {nullptr, 0};
 std::atomic<uint64_t> g_session_epoch{0};
 
 namespace {

@@ -116,10 +116,14 @@ struct ObserverState;
 /// runs observers' start callbacks, and `end()` (or the destructor) records the end and runs the
 /// end callbacks, on whatever thread calls it (an async end). Not copyable or movable; `end()`
 /// may be called from another thread exactly once, and not concurrently with `before()`.
+///
+/// An inert range writes three bytes (scope and two flags); the other members are set only by
+/// init(), and every accessor checks `initialized_` first.
 class RecordFunction {
  public:
   /// Inert unless something consumes ranges of `scope`; call `before()` to start it.
-  explicit RecordFunction(RecordScope scope = RecordScope::kFunction) noexcept {
+  explicit RecordFunction(RecordScope scope = RecordScope::kFunction) noexcept
+      : scope_(scope), active_(false), initialized_(false) {
     if (FRAMESCOPE_UNLIKELY(internal::g_range_consumers.load(std::memory_order_relaxed) != 0)) {
       init(scope);
     }
@@ -127,8 +131,10 @@ class RecordFunction {
   /// Starts a range named by a string with static storage duration (a literal).
   explicit RecordFunction(const char* static_name,
                           RecordScope scope = RecordScope::kFunction) noexcept
-      : RecordFunction(scope) {
-    if (FRAMESCOPE_UNLIKELY(active_)) before(static_name);
+      : scope_(scope), active_(false), initialized_(false) {
+    if (FRAMESCOPE_UNLIKELY(internal::g_range_consumers.load(std::memory_order_relaxed) != 0)) {
+      init_and_start(static_name);  // one call for init() + before()
+    }
   }
   ~RecordFunction() {
     if (FRAMESCOPE_UNLIKELY(active_)) end();
@@ -139,7 +145,7 @@ class RecordFunction {
   /// True when the range is recorded by a session or observed by a callback.
   bool is_active() const noexcept { return active_; }
   /// True when a consumer wants `before(name, inputs)` rather than `before(name)`.
-  bool needs_inputs() const noexcept { return needs_inputs_; }
+  bool needs_inputs() const noexcept { return initialized_ && needs_inputs_; }
 
   /// Starts the range. `name` must outlive the program (a literal). `seq_nr` is free for the
   /// caller (e.g. linking work across threads); -1 means none. No-op when inactive or started.
@@ -159,26 +165,34 @@ class RecordFunction {
   int64_t seq_nr() const noexcept;
   /// Inputs given to before() (empty unless a consumer needed them).
   const std::vector<RangeInput>& inputs() const noexcept;
-  /// Logical id of the thread that started the range.
-  uint64_t thread_id() const noexcept { return thread_id_; }
+  /// Logical id of the thread that started the range (0 for an inert range).
+  uint64_t thread_id() const noexcept { return initialized_ ? thread_id_ : 0; }
 
  private:
   void init(RecordScope scope) noexcept;
+  inline void init_inline(RecordScope scope) noexcept;  // defined and used in the .cpp only
+  void init_and_start(const char* static_name) noexcept;
+  void end_slow() noexcept;
+  void start_static(const char* static_name, int64_t seq_nr) noexcept;
   void start_observed(std::string_view name, std::vector<RangeInput>* inputs,
                       int64_t seq_nr) noexcept;
 
-  const char* static_name_ = nullptr;
-  internal::ThreadBuffer* buffer_ = nullptr;  // session buffer of the starting thread, or null
-  internal::ObserverState* observers_ = nullptr;  // owned; only when callbacks observe it
-  uint64_t begin_seq_ = 0;
-  uint64_t session_epoch_ = 0;
-  uint64_t thread_id_ = 0;
-  uint32_t buffer_index_ = 0;
-  RecordScope scope_ = RecordScope::kFunction;
-  bool active_ = false;
-  bool started_ = false;
-  bool needs_inputs_ = false;
-  bool record_inputs_in_session_ = false;
+  // Set by init() only (indeterminate while !initialized_).
+  const char* static_name_;
+  internal::ThreadBuffer* buffer_;        // session buffer of the starting thread, or null
+  internal::ObserverState* observers_;    // owned; only when callbacks observe it
+  uint64_t begin_seq_;
+  uint64_t session_epoch_;
+  uint64_t thread_id_;
+  uint32_t buffer_index_;
+  // Set by every constructor.
+  RecordScope scope_;
+  bool active_;
+  bool initialized_;
+  // Set by init() only.
+  bool started_;
+  bool needs_inputs_;
+  bool record_inputs_in_session_;
 };
 
 }  // namespace framescope

@@ -69,6 +69,31 @@ TEST_F(ObserversTest, GlobalCallbackSeesStartAndEndWithItsContext) {
   EXPECT_EQ(internal::g_range_consumers.load(), 0);
 }
 
+TEST_F(ObserversTest, ManyObserversRunInOrderAndStayPaired) {
+  // More observers than a range keeps inline: order and pairing hold for all of them.
+  std::vector<std::string> calls;
+  std::vector<CallbackHandle> handles;
+  for (int i = 0; i < 7; ++i) {
+    handles.push_back(add_global_callback(RecordFunctionCallback(
+        [&calls, i](const RecordFunction&) -> std::unique_ptr<ObserverContext> {
+          calls.push_back("start" + std::to_string(i));
+          return std::make_unique<TagContext>(std::to_string(i));
+        },
+        [&calls, i](const RecordFunction&, ObserverContext* ctx) {
+          auto* tag = dynamic_cast<TagContext*>(ctx);
+          calls.push_back("end" + std::to_string(i) + (tag && tag->name == std::to_string(i) ? "" : "!"));
+        })));
+  }
+  {
+    FRAMESCOPE_RANGE("seven");
+    remove_callback(handles[5]);  // removed mid-range: still ends
+  }
+  std::vector<std::string> expected;
+  for (int i = 0; i < 7; ++i) expected.push_back("start" + std::to_string(i));
+  for (int i = 0; i < 7; ++i) expected.push_back("end" + std::to_string(i));
+  EXPECT_EQ(calls, expected);
+}
+
 TEST_F(ObserversTest, ObserverSeesScopeThreadAndSeqNr) {
   RecordScope scope = RecordScope::kFunction;
   uint64_t tid = 0;

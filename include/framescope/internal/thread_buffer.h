@@ -126,12 +126,14 @@ class ThreadBuffer {
 };
 
 /// The hot-path view of the calling thread: trivially constructible so that reading it is a
-/// plain TLS load. `epoch` says which session `buffer` belongs to.
+/// plain TLS load. `epoch` says which session `buffer` belongs to. Declared `__thread` rather
+/// than `thread_local`: an `extern thread_local` makes every use in another translation unit
+/// call through (or test for) a TLS init wrapper; `__thread` guarantees static initialization.
 struct ThreadSlot {
   ThreadBuffer* buffer;
   uint64_t epoch;
 };
-extern thread_local ThreadSlot t_slot;
+extern __thread ThreadSlot t_slot;
 /// Epoch of the recording session, 0 when none records.
 extern std::atomic<uint64_t> g_session_epoch;
 
