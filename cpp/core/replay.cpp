@@ -159,8 +159,8 @@ class Replayer {
             symbol = symbol_for_static(payload & internal::kPointerMask);
             scope = uint8_t(payload >> 48);
           } else {
-            if (payload >= d.details.size()) break;
-            const internal::RangeDetail& rd = d.details[payload];
+            if (payload < d.details_base || payload - d.details_base >= d.details.size()) break;
+            const internal::RangeDetail& rd = d.details[payload - d.details_base];
             Symbol s;
             s.name = rd.name;
             s.function = rd.name;
@@ -231,17 +231,17 @@ class Replayer {
           break;
         }
         case EventKind::kMark: {
-          if (payload >= d.strings.size()) break;
+          if (payload < d.strings_base || payload - d.strings_base >= d.strings.size()) break;
           Symbol s;
-          s.name = d.strings[payload];
+          s.name = d.strings[payload - d.strings_base];
           s.function = s.name;
           int64_t ev = open_event(ts, out_.intern(std::move(s)), EventCategory::kMark, thread, stack);
           out_.events[size_t(ev)].dur_ns = -1;
           break;
         }
         case EventKind::kMemory: {
-          if (payload >= d.memory.size()) break;
-          const internal::MemoryRecord& m = d.memory[payload];
+          if (payload < d.memory_base || payload - d.memory_base >= d.memory.size()) break;
+          const internal::MemoryRecord& m = d.memory[payload - d.memory_base];
           out_.memory.push_back(MemorySample{ts, thread, m.address, m.bytes, m.total_allocated,
                                              m.total_reserved, m.device});
           break;

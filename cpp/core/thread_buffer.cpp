@@ -1,6 +1,8 @@
 // cpp/core/thread_buffer.cpp: chunk management, side records and snapshots of a ThreadBuffer.
 #include "framescope/internal/thread_buffer.h"
 
+#include <algorithm>
+
 #include "chunk_pool.h"
 #include "session_impl.h"
 
@@ -24,6 +26,7 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
       Chunk oldest = chunks_.front();
       chunks_.pop_front();
       dropped_.fetch_add(oldest.capacity, std::memory_order_relaxed);
+      release_side_records(oldest);
       chunk = oldest.events;
     } else {
       session_->warn_limit_once();
@@ -43,31 +46,79 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
   return seq;
 }
 
+void ThreadBuffer::release_side_records(const Chunk& chunk) noexcept {
+  // Side records are appended in the order of their events, so the records of the oldest chunk
+  // are a prefix of each list: release up to the highest index it references.
+  uint64_t last_detail = 0, last_string = 0, last_memory = 0;
+  bool any_detail = false, any_string = false, any_memory = false;
+  for (uint32_t i = 0; i < chunk.capacity; ++i) {
+    const uint64_t word = chunk.events[i].word;
+    switch (kind_of(word)) {
+      case EventKind::kRangeBeginSide:
+        last_detail = payload_of(word);
+        any_detail = true;
+        break;
+      case EventKind::kMark:
+        last_string = payload_of(word);
+        any_string = true;
+        break;
+      case EventKind::kMemory:
+        last_memory = payload_of(word);
+        any_memory = true;
+        break;
+      default:
+        break;
+    }
+  }
+  auto release = [](auto& list, uint64_t& base, bool any, uint64_t last) {
+    if (!any) return;
+    while (!list.empty() && base <= last) {
+      list.pop_front();
+      ++base;
+    }
+  };
+  release(details_, details_base_, any_detail, last_detail);
+  release(strings_, strings_base_, any_string, last_string);
+  release(memory_, memory_base_, any_memory, last_memory);
+}
+
 uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) noexcept {
-  size_t index;
+  uint64_t index;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    index = details_.size();
+    if (full_ || detached_) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return kDroppedSeq;
+    }
+    index = details_base_ + details_.size();
     details_.push_back(std::move(detail));
   }
   return append(ticks, pack_word(EventKind::kRangeBeginSide, index));
 }
 
 uint64_t ThreadBuffer::append_mark(uint64_t ticks, std::string name) noexcept {
-  size_t index;
+  uint64_t index;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    index = strings_.size();
+    if (full_ || detached_) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return kDroppedSeq;
+    }
+    index = strings_base_ + strings_.size();
     strings_.push_back(std::move(name));
   }
   return append(ticks, pack_word(EventKind::kMark, index));
 }
 
 uint64_t ThreadBuffer::append_memory(uint64_t ticks, const MemoryRecord& rec) noexcept {
-  size_t index;
+  uint64_t index;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    index = memory_.size();
+    if (full_ || detached_) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return kDroppedSeq;
+    }
+    index = memory_base_ + memory_.size();
     memory_.push_back(rec);
   }
   return append(ticks, pack_word(EventKind::kMemory, index));
@@ -84,9 +135,12 @@ ThreadBuffer::Snapshot ThreadBuffer::snapshot() const {
     uint64_t n = std::min<uint64_t>(c.capacity, committed - c.first_seq);
     s.events.insert(s.events.end(), c.events, c.events + n);
   }
-  s.details = details_;
-  s.strings = strings_;
-  s.memory = memory_;
+  s.details.assign(details_.begin(), details_.end());
+  s.strings.assign(strings_.begin(), strings_.end());
+  s.memory.assign(memory_.begin(), memory_.end());
+  s.details_base = details_base_;
+  s.strings_base = strings_base_;
+  s.memory_base = memory_base_;
   s.dropped = dropped_.load(std::memory_order_relaxed);
   return s;
 }

@@ -35,6 +35,11 @@ uint32_t Trace::intern(Symbol s) {
 }
 
 void Trace::merge(const Trace& other, int64_t offset_ns) {
+  if (&other == this) {
+    const Trace copy = other;  // merging with itself: read from a copy while appending
+    merge(copy, offset_ns);
+    return;
+  }
   const bool was_empty = threads.empty() && events.empty();
   std::vector<uint32_t> symbol_map(other.symbols.size());
   for (size_t i = 0; i < other.symbols.size(); ++i) symbol_map[i] = intern(other.symbols[i]);

@@ -177,6 +177,25 @@ TEST_F(RecordFunctionTest, AsyncEndOnAnotherThread) {
   EXPECT_EQ(after.depth, 1u);
 }
 
+TEST_F(RecordFunctionTest, AsyncEndAfterTheStartingThreadExited) {
+  std::unique_ptr<RecordFunction> rf;
+  Trace t = record([&] {
+    std::thread starter([&] {
+      FRAMESCOPE_RANGE("starter_root");
+      rf = std::make_unique<RecordFunction>();
+      rf->before("outlives_its_thread");
+    });
+    starter.join();  // the starting thread is gone
+    rf->end();
+  });
+  rf.reset();
+  expect_well_formed(t);
+  const TraceEvent& e = only_event(t, "outlives_its_thread");
+  EXPECT_TRUE(e.async_end);
+  EXPECT_FALSE(e.open_at_stop);
+  EXPECT_EQ(e.thread, only_event(t, "starter_root").thread);
+}
+
 TEST_F(RecordFunctionTest, SameThreadEndAfterThreadStateChangeIsNotAsync) {
   // Pushing debug info (or installing a ThreadLocalState) mid-range must not turn the range's
   // end on its own thread into an async end.

@@ -361,6 +361,54 @@ TEST_F(SessionTest, MemoryLimitWithManyThreads) {
   EXPECT_TRUE(has_warning_containing(t, "memory limit"));
 }
 
+TEST_F(SessionTest, SideRecordsStayBoundedAtTheLimit) {
+  // Dynamic names and marks keep side records beside their events; at the limit those must
+  // not keep growing either (stop policy) or must be recycled with their events (keep newest).
+  auto flood = [] {
+    for (int i = 0; i < 60000; ++i) {
+      RecordFunction rf;
+      rf.before(std::string_view("dyn_" + std::to_string(i)));
+      if (i % 4 == 0) mark("flood_mark");
+    }
+  };
+  {
+    SessionConfig cfg;
+    cfg.memory_limit_bytes = kChunkBytes;
+    enable_profiler(cfg);
+    flood();
+    RawTracePtr raw = disable_profiler();
+    ASSERT_EQ(raw->threads.size(), 1u);
+    const auto& d = raw->threads[0].data;
+    EXPECT_LE(d.details.size(), kChunkEvents + 1);
+    EXPECT_LE(d.strings.size(), kChunkEvents + 1);
+    Trace t = replay(*raw);
+    expect_well_formed(t);
+    EXPECT_EQ(find_events(t, "dyn_0").size(), 1u);
+    EXPECT_GT(t.dropped_events, 0u);
+  }
+  {
+    SessionConfig cfg;
+    cfg.memory_limit_bytes = 2 * kChunkBytes;
+    cfg.on_limit = LimitPolicy::kKeepNewest;
+    enable_profiler(cfg);
+    flood();
+    RawTracePtr raw = disable_profiler();
+    const auto& d = raw->threads[0].data;
+    EXPECT_LE(d.details.size(), 2 * kChunkEvents);
+    EXPECT_LE(d.strings.size(), 2 * kChunkEvents);
+    Trace t = replay(*raw);
+    expect_well_formed(t);
+    EXPECT_EQ(find_events(t, "dyn_59999").size(), 1u) << "the newest range keeps its name";
+    EXPECT_TRUE(find_events(t, "dyn_0").empty());
+    size_t named = 0;
+    for (const TraceEvent& e : t.events) {
+      std::string_view n = name_of(t, e);
+      named += n.rfind("dyn_", 0) == 0 || n == "flood_mark" || n == "__stop_profile";
+    }
+    EXPECT_EQ(named, t.events.size()) << "every kept event resolves to its own name";
+  }
+}
+
 // ---- concurrency -----------------------------------------------------------------------------
 
 TEST_F(SessionTest, SessionsStartAndStopWhileThreadsRecord) {

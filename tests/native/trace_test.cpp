@@ -152,6 +152,23 @@ TEST_F(TraceTest, MergeRemapsSymbolsThreadsParentsAndTimes) {
   expect_well_formed(a);
 }
 
+TEST_F(TraceTest, MergeWithItself) {
+  Trace t = handmade();
+  t.memory.push_back(MemorySample{5, 0, 1, 2, 3, 4, -1});
+  t.details.push_back(EventDetail{});
+  t.warnings.push_back("w");
+  const size_t events = t.events.size();
+  t.merge(t, 1000);
+  ASSERT_EQ(t.events.size(), 2 * events);
+  EXPECT_EQ(t.threads.size(), 2u);
+  EXPECT_EQ(t.memory.size(), 2u);
+  EXPECT_EQ(t.details.size(), 2u);
+  EXPECT_EQ(t.warnings.size(), 2u);
+  EXPECT_EQ(t.events[events].start_ns, t.events[0].start_ns + 1000);
+  EXPECT_EQ(t.events[events + 1].parent, int64_t(events));
+  expect_well_formed(t);
+}
+
 TEST_F(TraceTest, MergeIntoEmptyTakesTheOtherWindow) {
   Trace empty;
   Trace b = handmade();

@@ -66,6 +66,8 @@ class ThreadBuffer {
   }
 
   // ---- slow path, owner thread only ----
+  // Side records are not kept once the buffer stopped recording (limit reached with the stop
+  // policy, or the session stopped): they return kDroppedSeq like the event would.
   uint64_t append_range_detail(uint64_t ticks, RangeDetail detail) noexcept;
   uint64_t append_mark(uint64_t ticks, std::string name) noexcept;
   uint64_t append_memory(uint64_t ticks, const MemoryRecord& rec) noexcept;
@@ -74,12 +76,17 @@ class ThreadBuffer {
   Session* session() const noexcept { return session_; }
 
   // ---- read side (session), any thread ----
+  /// Side records are indexed by the payload of their event minus the matching `*_base` (records
+  /// of recycled chunks are released in keep-newest mode, so the bases then grow).
   struct Snapshot {
     std::vector<RawEvent> events;  // in order
     uint64_t first_seq = 0;        // seq of events[0] (> 0 when older chunks were recycled)
     std::vector<RangeDetail> details;
     std::vector<std::string> strings;
     std::vector<MemoryRecord> memory;
+    uint64_t details_base = 0;
+    uint64_t strings_base = 0;
+    uint64_t memory_base = 0;
     uint64_t dropped = 0;
   };
   /// Copies what is committed so far. Safe while the owner keeps appending.
@@ -107,6 +114,8 @@ class ThreadBuffer {
 
  private:
   FRAMESCOPE_NOINLINE uint64_t append_slow(uint64_t ticks, uint64_t word) noexcept;
+  // Releases the side records referenced by a chunk about to be recycled (under mutex_).
+  void release_side_records(const Chunk& chunk) noexcept;
 
   RawEvent* cursor_ = nullptr;
   RawEvent* limit_ = nullptr;
@@ -119,9 +128,12 @@ class ThreadBuffer {
 
   mutable std::mutex mutex_;
   std::deque<Chunk> chunks_;
-  std::vector<RangeDetail> details_;
-  std::vector<std::string> strings_;
-  std::vector<MemoryRecord> memory_;
+  std::deque<RangeDetail> details_;
+  std::deque<std::string> strings_;
+  std::deque<MemoryRecord> memory_;
+  uint64_t details_base_ = 0;  // payload index of details_.front()
+  uint64_t strings_base_ = 0;
+  uint64_t memory_base_ = 0;
   std::atomic<uint64_t> dropped_{0};
 };
 
