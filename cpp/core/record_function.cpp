@@ -97,8 +97,10 @@ GlobalCallbacks& globals() {
 }
 
 thread_local std::shared_ptr<ThreadLocalCallbacks> t_callbacks;
+// Mirrors `t_callbacks != nullptr` without the TLS init guard of a thread_local shared_ptr.
+__thread bool t_has_local_callbacks = false;
 thread_local uint64_t t_callbacks_version = 1;
-thread_local uint64_t t_thread_id = 0;
+__thread uint64_t t_thread_id = 0;
 
 FRAMESCOPE_NOINLINE uint64_t assign_thread_id() noexcept {
   t_thread_id = g_next_thread_id.fetch_add(1, std::memory_order_relaxed);
@@ -163,7 +165,7 @@ CallbackCache& cache() {
 
 bool have_callbacks() {
   // t_callbacks is null or non-empty (removing the last one installs null).
-  return g_global_callback_count.load(std::memory_order_relaxed) != 0 || t_callbacks != nullptr;
+  return g_global_callback_count.load(std::memory_order_relaxed) != 0 || t_has_local_callbacks;
 }
 
 void report_callback_exception(const char* where) {
@@ -181,6 +183,7 @@ void install_thread_local_callbacks(std::shared_ptr<ThreadLocalCallbacks> cbs) {
   if (cbs && cbs->list.empty()) cbs.reset();  // have_callbacks() relies on null-or-non-empty
   if (cbs == t_callbacks) return;
   t_callbacks = std::move(cbs);
+  t_has_local_callbacks = t_callbacks != nullptr;
   ++t_callbacks_version;
 }
 
@@ -370,8 +373,10 @@ void RecordFunction::init_and_start(const char* static_name) noexcept {
                                 (uint64_t(scope_) << 48)));
     return;
   }
-  init_inline(scope_);
-  if (active_) start_static(static_name, -1);
+  // Slow path through out-of-line calls, which keeps the fast path above free of register
+  // saves (no shrink-wrapping problem with a big inlined slow path).
+  init(scope_);
+  if (active_) before(static_name);
 }
 
 void RecordFunction::before(const char* static_name, int64_t seq_nr) noexcept {
