@@ -1,0 +1,19 @@
+// cpp/python/module.cpp: framescope._core, the extension module.
+#include <nanobind/nanobind.h>
+
+#include "tracer_api.h"
+
+namespace nb = nanobind;
+
+namespace framescope::py {
+void bind_session(nb::module_& m);
+}  // namespace framescope::py
+
+NB_MODULE(_core, m) {
+  m.doc() = "framescope's C++ core: sessions, ranges, the frame hook and the eval_frame API.";
+  framescope::py::bind_session(m);
+  if (!framescope::py::record_function_init(m.ptr()) || !framescope::py::c_api_init(m.ptr()) ||
+      !framescope::py::eval_frame_api_init(m.ptr())) {
+    throw nb::python_error();
+  }
+}

@@ -1,0 +1,91 @@
+// cpp/python/py_compat.h: the one place that knows how CPython 3.10-3.13 lay out frames.
+//
+// Must be the first include of a translation unit that touches frames: it defines Py_BUILD_CORE
+// to reach `_PyInterpreterFrame` (internal/pycore_frame.h), which the PEP 523 hook receives on
+// 3.11+. Only pycore_frame.h is included: it compiles as C++ on 3.11-3.13, unlike
+// pycore_pystate.h on 3.12 (C11 atomics). Translation units that use nanobind must not include
+// this header.
+#pragma once
+
+#ifdef Py_PYTHON_H
+#error "py_compat.h must be included before Python.h"
+#endif
+#define PY_SSIZE_T_CLEAN
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <frameobject.h>
+
+#if PY_VERSION_HEX >= 0x030E0000
+#error "framescope supports CPython 3.10-3.13; re-audit frame internals for this version"
+#endif
+
+#if PY_VERSION_HEX >= 0x030B0000
+#include <internal/pycore_frame.h>
+#define FS_PY311 1
+using FsFrame = _PyInterpreterFrame;
+#else
+#define FS_PY311 0
+using FsFrame = PyFrameObject;
+#endif
+#define FS_PY312 (PY_VERSION_HEX >= 0x030C0000)
+#define FS_PY313 (PY_VERSION_HEX >= 0x030D0000)
+
+namespace framescope::py {
+
+using EvalFrameFunction = _PyFrameEvalFunction;
+
+/// The code object a frame runs (borrowed). On 3.13 `f_executable` may be None for C-stack
+/// entry frames; callers that may see those use frame_code_or_null().
+inline PyCodeObject* frame_code(FsFrame* f) noexcept {
+#if FS_PY313
+  return reinterpret_cast<PyCodeObject*>(f->f_executable);
+#else
+  return f->f_code;
+#endif
+}
+
+inline PyCodeObject* frame_code_or_null(FsFrame* f) noexcept {
+  PyObject* c = reinterpret_cast<PyObject*>(frame_code(f));
+  return c && PyCode_Check(c) ? reinterpret_cast<PyCodeObject*>(c) : nullptr;
+}
+
+/// The frame the thread is executing right now (borrowed, may be null). Called from the hook
+/// before the new frame is linked in, this is the caller's frame.
+inline const void* current_frame_address(PyThreadState* ts) noexcept {
+#if FS_PY313
+  return ts->current_frame;
+#elif FS_PY311
+  return ts->cframe ? ts->cframe->current_frame : nullptr;
+#else
+  return ts->frame;
+#endif
+}
+
+/// The address that identifies a (running) frame object's interpreter frame, matching
+/// current_frame_address() of calls made from it.
+inline const void* frame_object_address(PyFrameObject* f) noexcept {
+#if FS_PY311
+  return f->f_frame;
+#else
+  return f;
+#endif
+}
+
+/// True when a frame is a generator/coroutine being resumed rather than called.
+inline bool frame_is_resumed(FsFrame* f) noexcept {
+#if FS_PY311
+  return f->owner == FRAME_OWNED_BY_GENERATOR;
+#else
+  return f->f_gen != nullptr;
+#endif
+}
+
+/// The part of the C recursion counter a hooked Python->Python call uses up that the same call
+/// without a hook does not (it is inlined then). The hook hands it back around the default
+/// evaluation and guards the real C stack itself (see frame_hook.cpp).
+#if FS_PY312
+constexpr int kCRecursionPerHookedCall = 1;
+inline int& c_recursion_remaining(PyThreadState* ts) noexcept { return ts->c_recursion_remaining; }
+#endif
+
+}  // namespace framescope::py

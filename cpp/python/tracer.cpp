@@ -1,0 +1,296 @@
+// cpp/python/tracer.cpp: Python tracer sessions: code registration, names, labels, backend switch.
+#include "tracer.h"
+
+#include <algorithm>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frame_hook.h"
+
+namespace framescope::py {
+
+TracerState g_tracer;
+
+namespace {
+
+// What one session holds on to. Code objects and labelled classes are kept alive until the
+// trace is replayed, so a key (an address) can never be reused by another object meanwhile.
+struct TracerSession {
+  TracerOptions options;
+  std::vector<PyObject*> codes;  // strong
+  std::unordered_map<uint64_t, std::pair<PyObject*, const char*>> labels;  // key -> (type, label)
+  std::string backend;
+  bool fallback_running = false;
+};
+TracerSession* g_session = nullptr;
+
+const char* backend_name(TracerBackend b) {
+  switch (b) {
+    case TracerBackend::kFrameHook:
+      return "frame_hook";
+    case TracerBackend::kMonitoring:
+      return "sys.monitoring";
+    case TracerBackend::kSetProfile:
+      return "setprofile";
+    default:
+      return "none";
+  }
+}
+
+TracerBackend fallback_backend() {
+  return FS_PY312 ? TracerBackend::kMonitoring : TracerBackend::kSetProfile;
+}
+
+// First argument of a frame that has not started running (self of a method call). Borrowed.
+PyObject* first_argument(PyCodeObject* code, FsFrame* frame) {
+  if (!frame || code->co_argcount < 1) return nullptr;
+#if FS_PY311
+  return frame->localsplus[0];
+#else
+  return frame->f_localsplus[0];
+#endif
+}
+
+std::string unicode_to_string(PyObject* s) {
+  if (!s || !PyUnicode_Check(s)) return "<?>";
+  Py_ssize_t n = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(s, &n);
+  if (!data) {
+    PyErr_Clear();
+    return "<?>";
+  }
+  return std::string(data, size_t(n));
+}
+
+std::string prune_path(const std::string& file) {
+  if (!g_session) return file;
+  for (const std::string& prefix : g_session->options.prune_prefixes) {
+    if (!prefix.empty() && file.size() > prefix.size() && file.compare(0, prefix.size(), prefix) == 0) {
+      size_t start = prefix.size();
+      while (start < file.size() && file[start] == '/') ++start;
+      return file.substr(start);
+    }
+  }
+  return file;
+}
+
+bool resolve_python_key(uint64_t key, Symbol& out) {
+  if (!g_session) return false;
+  if (key & 1) {
+    auto it = g_session->labels.find(key);
+    if (it == g_session->labels.end()) return false;
+    auto* type = reinterpret_cast<PyTypeObject*>(it->second.first);
+    std::string cls = type->tp_name;
+    size_t dot = cls.rfind('.');
+    if (dot != std::string::npos) cls = cls.substr(dot + 1);
+    out.name = std::string(it->second.second) + ": " + cls;
+    out.function = out.name;
+    return true;
+  }
+  auto* code = reinterpret_cast<PyCodeObject*>(key);
+  std::string file = unicode_to_string(code->co_filename);
+#if FS_PY311
+  std::string qualname = unicode_to_string(code->co_qualname);
+#else
+  std::string qualname = unicode_to_string(code->co_name);
+#endif
+  out.file = file;
+  out.line = code->co_firstlineno;
+  out.function = unicode_to_string(code->co_name);
+  out.name = prune_path(file) + "(" + std::to_string(code->co_firstlineno) + "): " + qualname;
+  return true;
+}
+
+}  // namespace
+
+uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
+  if (!g_session) return 0;
+  CodeExtra* extra = get_or_create_code_extra(code);
+  if (!extra) {
+    PyErr_Clear();
+    return 0;
+  }
+  if (extra->traced_epoch != g_tracer.epoch) {
+    g_session->codes.push_back(reinterpret_cast<PyObject*>(code));
+    Py_INCREF(code);
+    extra->traced_epoch = g_tracer.epoch;
+  }
+  if (extra->call_label) {
+    if (PyObject* self = first_argument(code, frame)) {
+      PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(self));
+      uint64_t key = reinterpret_cast<uint64_t>(type) | 1;
+      if (g_session->labels.find(key) == g_session->labels.end()) {
+        Py_INCREF(type);
+        g_session->labels.emplace(key, std::make_pair(type, extra->call_label));
+      }
+      return key;
+    }
+  }
+  return reinterpret_cast<uint64_t>(code);
+}
+
+bool tracer_label_calls(PyObject* code, const std::string& label) {
+  if (!PyCode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "framescope: expected a code object");
+    return false;
+  }
+  if (!init_code_extra()) return false;
+  CodeExtra* extra = get_or_create_code_extra(reinterpret_cast<PyCodeObject*>(code));
+  if (!extra) return false;
+  // Labels live for the process: code objects may outlive any session.
+  static std::deque<std::string>* labels = new std::deque<std::string>();
+  for (const std::string& l : *labels) {
+    if (l == label) {
+      extra->call_label = l.c_str();
+      return true;
+    }
+  }
+  labels->push_back(label);
+  extra->call_label = labels->back().c_str();
+  return true;
+}
+
+namespace {
+
+bool add_initial_stacks(PyObject* current_frames) {
+  if (!current_frames || current_frames == Py_None) return true;
+  if (!PyDict_Check(current_frames)) {
+    PyErr_SetString(PyExc_TypeError, "framescope: current_frames must be a dict");
+    return false;
+  }
+  PyObject *ident, *frame;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(current_frames, &pos, &ident, &frame)) {
+    if (!PyFrame_Check(frame)) continue;
+    InitialStack stack;
+    stack.pthread_id = PyLong_AsUnsignedLongLong(ident);
+    if (PyErr_Occurred()) return false;
+    std::vector<std::pair<uint64_t, uint64_t>> frames;  // innermost first
+    PyFrameObject* f = reinterpret_cast<PyFrameObject*>(frame);
+    Py_INCREF(f);
+    while (f) {
+      PyCodeObject* code = PyFrame_GetCode(f);  // new
+      uint64_t key = register_code(code, nullptr);
+      Py_DECREF(code);
+      if (key) frames.emplace_back(key, reinterpret_cast<uint64_t>(frame_object_address(f)));
+      PyFrameObject* back = PyFrame_GetBack(f);  // new
+      Py_DECREF(f);
+      f = back;
+    }
+    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+      stack.keys.push_back(it->first);
+      stack.frame_addresses.push_back(it->second);
+    }
+    internal::add_initial_stack(std::move(stack));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool tracer_start(const TracerOptions& options, PyObject* current_frames) {
+  if (g_session) {
+    PyErr_SetString(PyExc_RuntimeError, "framescope: the Python tracer is already running");
+    return false;
+  }
+  if (!init_code_extra()) return false;
+  uint64_t epoch = internal::g_session_epoch.load();
+  if (epoch == 0) {
+    PyErr_SetString(PyExc_RuntimeError, "framescope: no profiling session is enabled");
+    return false;
+  }
+  if (options.backend == TracerBackend::kMonitoring && !FS_PY312) {
+    PyErr_SetString(PyExc_ValueError, "framescope: the sys.monitoring backend needs Python 3.12+");
+    return false;
+  }
+  if (options.backend == TracerBackend::kSetProfile && FS_PY312) {
+    PyErr_SetString(PyExc_ValueError,
+                    "framescope: on Python 3.12+ the fallback backend is sys.monitoring");
+    return false;
+  }
+  g_session = new TracerSession();
+  g_session->options = options;
+  std::sort(g_session->options.prune_prefixes.begin(), g_session->options.prune_prefixes.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  g_tracer.epoch = epoch;
+  g_tracer.backend = options.backend;
+  if (!add_initial_stacks(current_frames)) {
+    tracer_release();
+    return false;
+  }
+  if (options.backend == TracerBackend::kFrameHook) {
+    if (options.c_calls && !fallback_start(false, true)) {
+      tracer_release();
+      return false;
+    }
+    g_session->fallback_running = options.c_calls;
+    g_tracer.hook_records_frames = true;
+    g_tracer.hook_records_exits = true;
+    hook_acquire(kHookUserTracer);
+  } else if (options.backend != TracerBackend::kNone) {
+    if (!fallback_start(true, options.c_calls)) {
+      tracer_release();
+      return false;
+    }
+    g_session->fallback_running = true;
+  }
+  g_session->backend = backend_name(options.backend);
+  return true;
+}
+
+bool tracer_switch_to_fallback(const char* reason) {
+  if (!g_session || !g_tracer.hook_records_frames) return false;
+  if (hook_users() != kHookUserTracer) return false;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  bool ok = fallback_start(true, g_session->options.c_calls);
+  if (!ok) PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+  if (!ok) return false;
+  g_session->fallback_running = true;
+  g_tracer.hook_records_frames = false;
+  g_tracer.hook_records_exits = false;
+  hook_detach_for_tracer();
+  g_tracer.backend = fallback_backend();
+  g_session->backend = std::string("frame_hook->") + backend_name(fallback_backend());
+  internal::add_session_warning(std::string("framescope: switched from the frame hook to ") +
+                                backend_name(fallback_backend()) + " (" + reason +
+                                "); later frames are recorded at the fallback's overhead");
+  return true;
+}
+
+void tracer_stop() {
+  if (!g_session) return;
+  g_tracer.hook_records_frames = false;
+  g_tracer.hook_records_exits = false;
+  if (g_session->fallback_running) {
+    fallback_stop();
+    g_session->fallback_running = false;
+  }
+  hook_release(kHookUserTracer);
+  g_tracer.backend = TracerBackend::kNone;
+}
+
+KeyResolver tracer_resolver() {
+  KeyResolver r;
+  r.python = resolve_python_key;
+  r.c_function = resolve_c_function;
+  return r;
+}
+
+void tracer_release() {
+  if (!g_session) return;
+  tracer_stop();
+  for (PyObject* code : g_session->codes) Py_DECREF(code);
+  for (auto& kv : g_session->labels) Py_DECREF(kv.second.first);
+  fallback_release();
+  delete g_session;
+  g_session = nullptr;
+  g_tracer = TracerState{};
+}
+
+std::string tracer_backend_description() { return g_session ? g_session->backend : "none"; }
+
+}  // namespace framescope::py

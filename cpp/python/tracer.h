@@ -1,0 +1,52 @@
+// cpp/python/tracer.h: the Python tracer: which frames it records and how they get their names.
+#pragma once
+
+#include "py_compat.h"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "code_extra.h"
+#include "tracer_api.h"
+#include "framescope/internal/thread_buffer.h"
+#include "framescope/session.h"
+
+namespace framescope::py {
+
+/// Tracer state read by the hook. Written only with the GIL held.
+struct TracerState {
+  bool hook_records_frames = false;  ///< the hook records enter events
+  bool hook_records_exits = false;   ///< the hook records exit events (false after a switch)
+  uint64_t epoch = 0;                ///< session epoch codes are registered for
+  TracerBackend backend = TracerBackend::kNone;
+};
+extern TracerState g_tracer;
+
+/// Slow path of frame_key(): registers `code` in this session. Null key (0) on failure.
+uint64_t register_code(PyCodeObject* code, FsFrame* frame);
+
+/// The key recorded for a frame: its code object, or a labelled-call key. Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE uint64_t frame_key(PyCodeObject* code, FsFrame* frame) {
+  CodeExtra* extra = find_code_extra(code);
+  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch && !extra->call_label)) {
+    return reinterpret_cast<uint64_t>(code);
+  }
+  return register_code(code, frame);
+}
+
+/// Called by the hook when the C stack gets deep and the tracer is the only hook user: moves
+/// recording of new frames to sys.monitoring / setprofile for the rest of the session. Frames
+/// already open keep their events. Returns false if it could not (then nothing changed).
+bool tracer_switch_to_fallback(const char* reason);
+
+// ---- fallback backends (fallback_tracer.cpp) ----
+/// Starts recording Python frames (and C calls when asked) with sys.monitoring or setprofile.
+bool fallback_start(bool python_frames, bool c_calls);
+/// Stops whatever fallback_start started. Needs the GIL.
+void fallback_stop();
+/// Resolver for C-function keys recorded by the fallback.
+bool resolve_c_function(uint64_t key, Symbol& out);
+void fallback_release();
+
+}  // namespace framescope::py

@@ -1,0 +1,52 @@
+// cpp/python/tracer_api.h: the tracer's interface for the bindings (no CPython internals here).
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framescope/session.h"
+
+namespace framescope::py {
+
+/// Where Python frames come from during a session.
+enum class TracerBackend : uint8_t {
+  kNone = 0,        ///< not tracing Python frames
+  kFrameHook = 1,   ///< the PEP 523 hook (fastest)
+  kMonitoring = 2,  ///< sys.monitoring (3.12+)
+  kSetProfile = 3,  ///< PyEval_SetProfile on every thread (3.10/3.11 fallback)
+};
+
+/// Options of the Python tracer for one session.
+struct TracerOptions {
+  TracerBackend backend = TracerBackend::kFrameHook;  ///< requested backend
+  bool c_calls = false;                     ///< also record builtins called from Python
+  std::vector<std::string> prune_prefixes;  ///< path prefixes removed from file names
+};
+
+/// Starts tracing into the active core session; `current_frames` is sys._current_frames() (the
+/// frames already running become open slices). Returns false with a Python exception set.
+bool tracer_start(const TracerOptions& options, PyObject* current_frames);
+/// Stops recording Python frames (before the core session is disabled). Needs the GIL.
+void tracer_stop();
+/// Resolver of the keys recorded in this session (valid until tracer_release()).
+KeyResolver tracer_resolver();
+/// Drops the references the session held (code objects, labelled classes, C callables).
+void tracer_release();
+/// Name of the backend in use (after a switch: "frame_hook->sys.monitoring").
+std::string tracer_backend_description();
+/// Labels calls of `code` as "<label>: <class of self>" (e.g. nn.Module.__call__). `label` is
+/// copied. Returns false with a Python exception set.
+bool tracer_label_calls(PyObject* code, const std::string& label);
+
+/// Adds the eval_frame API (functions and types) to the extension module. False on error.
+bool eval_frame_api_init(PyObject* module);
+/// Adds the record_function type and the C ABI capsule to the module. False on error.
+bool record_function_init(PyObject* module);
+bool c_api_init(PyObject* module);
+/// Releases names the record_function type pinned for the last session (after replay).
+void release_record_function_names();
+
+}  // namespace framescope::py

@@ -1,0 +1,31 @@
+"""framescope: a low-overhead profiler and PEP 523 frame-evaluation toolkit for CPython.
+
+Python calls are recorded from a PEP 523 frame hook, C++ and C ranges through the same C++ core,
+all into one timeline per thread.
+"""
+
+from __future__ import annotations
+
+import os
+
+from framescope._core import is_enabled, mark, record_function, record_memory
+from framescope.events import Event, EventList
+from framescope.profiler import label_calls, profile
+
+__all__ = [
+    "Event",
+    "EventList",
+    "get_include",
+    "is_enabled",
+    "label_calls",
+    "mark",
+    "profile",
+    "record_function",
+    "record_memory",
+]
+__version__ = "0.1.0"
+
+
+def get_include() -> str:
+    """Directory holding ``framescope/c_api.h`` and the C++ headers, for extension builds."""
+    return os.path.join(os.path.dirname(__file__), "include")

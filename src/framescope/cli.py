@@ -1,0 +1,124 @@
+"""The framescope command line: ``framescope run [options] script.py [args] | -m module [args]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+from typing import Sequence
+
+from framescope.profiler import profile
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="framescope",
+        description="Low-overhead profiler for CPython: every Python call, plus native ranges.",
+    )
+    parser.add_argument("-V", "--version", action="version", version="framescope 0.1.0")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="run a script or module under the profiler, write a trace, print a summary",
+        usage="framescope run [options] (script.py | -m module) [args ...]",
+    )
+    run.add_argument("-o", "--output", default="framescope.trace.json",
+                     help="trace file to write (default: %(default)s)")
+    run.add_argument("-f", "--format", choices=["chrome", "pstats"], default="chrome",
+                     help="trace format: Chrome JSON (Perfetto UI) or cProfile pstats")
+    run.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script")
+    run.add_argument("--c-calls", action="store_true", help="also record builtins")
+    run.add_argument("--backend", default="auto",
+                     choices=["auto", "frame_hook", "fallback", "sys.monitoring", "setprofile"],
+                     help="where Python calls come from (default: the PEP 523 frame hook)")
+    run.add_argument("--limit", type=int, default=20, help="rows of the summary (0: none)")
+    run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
+                     help="summary order (default: self time)")
+    run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
+    run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
+    return parser
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    """Print the traceback as python would: without framescope's and runpy's frames."""
+    tb = exc.__traceback__
+    here = os.path.dirname(os.path.abspath(__file__))
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not (filename.startswith(here) or os.path.basename(filename) == "runpy.py"):
+            break
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
+
+
+def run(opts: argparse.Namespace) -> int:
+    args = list(opts.args)
+    if args and args[0] == "--":
+        args = args[1:]
+    if opts.module is None and not args:
+        print("framescope run: give a script or -m module", file=sys.stderr)
+        return 2
+    if opts.module is not None:
+        target = opts.module
+        sys.argv = [target, *args]
+        sys.path.insert(0, os.getcwd())
+    else:
+        target = args[0]
+        if not os.path.exists(target):
+            print(f"framescope run: can't open file {target!r}: no such file", file=sys.stderr)
+            return 2
+        sys.argv = list(args)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+
+    prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
+                   memory_limit=opts.memory_limit)
+    code = 0
+    prof.start()
+    try:
+        if opts.module is not None:
+            runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except KeyboardInterrupt as exc:
+        _print_user_traceback(exc)
+        code = 130
+    except BaseException as exc:  # noqa: BLE001 - shown as python shows it
+        _print_user_traceback(exc)
+        code = 1
+    finally:
+        prof.stop()
+        sys.stdout.flush()
+        if opts.format == "pstats":
+            prof.export_pstats(opts.output)
+        else:
+            prof.export_chrome_trace(opts.output)
+        if opts.limit > 0:
+            print(prof.summary(limit=opts.limit, sort_by=opts.sort), file=sys.stderr)
+        print(f"framescope: trace written to {opts.output} (backend: {prof.backend})",
+              file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = _parser().parse_args(argv)
+    if opts.command == "run":
+        return run(opts)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
