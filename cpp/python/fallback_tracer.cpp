@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "framescope/clock.h"
+#include "frame_hook.h"
 #include "tracer.h"
 
 namespace framescope::py {
@@ -272,6 +273,17 @@ FsFrame* interpreter_frame_of(PyFrameObject* f) {
 int profile_callback(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
   switch (what) {
     case PyTrace_CALL:
+#if !FS_PY311
+      // 3.10 recurses in C for every Python call; where plain 3.10 would overflow the stack
+      // (a segfault), fail the call with RecursionError instead. Nothing was recorded yet,
+      // and 3.10 sends no return event for a call whose profile function failed.
+      if (FRAMESCOPE_UNLIKELY(c_stack_nearly_exhausted())) {
+        PyErr_SetString(PyExc_RecursionError,
+                        "maximum recursion depth exceeded (framescope: the C stack is nearly "
+                        "exhausted)");
+        return -1;
+      }
+#endif
       if (g_fb.python_frames) {
         FsFrame* f = interpreter_frame_of(frame);
         record_python_call(frame_code(f), f);

@@ -24,12 +24,22 @@ PyInterpreterState* interp() { return PyInterpreterState_Get(); }
 // interpreter, an exception, a traceback and a callback to run and unwind.
 constexpr uint64_t kHardReserve = 256 * 1024;
 
+constexpr bool kTracerSwitchesOnDeepStacks = FS_PY311;
+
 // The tracer stops using the hook once the stack is this deep (then calls are inlined again and
-// stop eating C stack): half the stack, but leaving at least 1 MiB.
+// stop eating C stack): half the stack, leaving at least 1 MiB. Not on 3.10: there every Python
+// call recurses in C with or without a hook, a hooked level takes about the C stack of a plain
+// one (measured: ~20,000 levels either way in 8 MiB) and a profile function makes each level
+// larger (~16,300), so switching would lose depth. The hook then only refuses frames within the
+// hard reserve, with RecursionError where plain 3.10 would overflow the stack.
 uint64_t tracer_switch_depth(uint64_t stack_size) {
-  uint64_t half = stack_size / 2;
+#if FS_PY311
+  uint64_t part = stack_size / 2;
   uint64_t leave = uint64_t(1) << 20;
-  return stack_size > leave + half ? half : (stack_size > leave ? stack_size - leave : 0);
+  return stack_size > leave + part ? part : (stack_size > leave ? stack_size - leave : 0);
+#else
+  return stack_size - 2 * kHardReserve;
+#endif
 }
 
 // Computes this thread's stack bounds once. pthread_getattr_np reports the main thread's stack
@@ -66,7 +76,7 @@ FRAMESCOPE_NOINLINE bool stack_slow_path(HookThread& h, uintptr_t here, const ch
   uint64_t remaining = here - h.stack_low;
   // Deep recursion while the tracer is the hook's only user: hand new frames to the fallback
   // backend, whose calls the interpreter inlines again (no C stack per Python call).
-  if (remaining > kHardReserve && g_tracer.hook_records_frames &&
+  if (kTracerSwitchesOnDeepStacks && remaining > kHardReserve && g_tracer.hook_records_frames &&
       tracer_switch_to_fallback("deep recursion")) {
     return true;
   }
@@ -129,6 +139,18 @@ PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag
 }
 
 }  // namespace
+
+bool c_stack_nearly_exhausted() {
+  HookThread& h = t_hook;
+  char marker;
+  uintptr_t here = reinterpret_cast<uintptr_t>(&marker);
+  if (FRAMESCOPE_LIKELY(here >= h.stack_check_below)) return false;
+  if (h.stack_check_below == UINTPTR_MAX) {
+    learn_stack(h);
+    if (here >= h.stack_check_below) return false;
+  }
+  return h.stack_low && here - h.stack_low <= kHardReserve;
+}
 
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
   HookThread& h = t_hook;

@@ -47,6 +47,11 @@ bool hook_is_current();
 /// returns false when the eval_frame API also needs it.
 bool hook_detach_for_tracer();
 
+/// True when this thread's C stack has less than the hook's reserve left (learning the bounds
+/// on first use). The 3.10 setprofile backend uses it to raise RecursionError where plain 3.10
+/// would overflow the stack. Cheap: one compare unless the stack is deep.
+bool c_stack_nearly_exhausted();
+
 /// Evaluates `frame` the way the interpreter would without framescope's eval_frame API: records
 /// it for the tracer when tracing, then chains to the previous eval function. The eval_frame API
 /// calls this to run (cached or original) code. Borrowed frame; new reference or null.
