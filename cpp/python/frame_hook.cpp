@@ -109,16 +109,7 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   PyCodeObject* code = frame_code(frame);
   uint64_t key = frame_key(code, frame);
   if (FRAMESCOPE_UNLIKELY(!key)) return chain(ts, frame, throwflag);
-  if (FRAMESCOPE_UNLIKELY(h.depth == 0)) {
-    // A call from a frame that was running before the session (or from C): say which one, so
-    // that replay can close the pre-existing frames that returned meanwhile.
-    const void* caller = current_frame_address(ts);
-    if (caller != h.last_anchor) {
-      h.last_anchor = caller;
-      buffer->append(now_ticks(), internal::pack_word(internal::EventKind::kPyAnchor,
-                                                      reinterpret_cast<uint64_t>(caller)));
-    }
-  }
+  if (FRAMESCOPE_UNLIKELY(h.depth == 0)) record_anchor(ts, h, buffer);
   buffer->append(now_ticks(), internal::pack_word(internal::EventKind::kPyCall, key));
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
@@ -139,6 +130,21 @@ PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag
 }
 
 }  // namespace
+
+void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buffer) {
+  const void* caller = current_frame_address(ts);
+  if (caller != h.last_anchor) {
+    h.last_anchor = caller;
+    buffer->append(now_ticks(), internal::pack_word(internal::EventKind::kPyAnchor,
+                                                    reinterpret_cast<uint64_t>(caller)));
+  }
+}
+
+void anchor_outermost_range(PyThreadState* ts) {
+  HookThread& h = t_hook;
+  if (h.depth != 0 || !g_tracer.hook_records_frames) return;
+  if (internal::ThreadBuffer* buffer = internal::current_buffer()) record_anchor(ts, h, buffer);
+}
 
 bool c_stack_nearly_exhausted() {
   HookThread& h = t_hook;

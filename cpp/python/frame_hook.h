@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "framescope/internal/thread_buffer.h"
 #include "framescope/macros.h"
 
 #define FRAMESCOPE_TLS_IE __attribute__((tls_model("initial-exec")))
@@ -46,6 +47,15 @@ bool hook_is_current();
 /// Removes our function while the tracer is its only user (the deep-recursion switch);
 /// returns false when the eval_frame API also needs it.
 bool hook_detach_for_tracer();
+
+/// Records which Python frame is running when the hook has no frame of its own open on this
+/// thread (a call from a frame that was running before the session, or from C), so that replay
+/// can close the pre-existing frames that returned meanwhile. Needs the GIL.
+void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buffer);
+
+/// The same for a range that starts outside any hooked frame (record_function at module level):
+/// does nothing unless the hook tracer records on this thread. Needs the GIL.
+void anchor_outermost_range(PyThreadState* ts);
 
 /// True when this thread's C stack has less than the hook's reserve left (learning the bounds
 /// on first use). The 3.10 setprofile backend uses it to raise RecursionError where plain 3.10

@@ -2,7 +2,8 @@
 //
 // Written against the CPython C API directly (not nanobind): entering and leaving a range is the
 // hot path of user annotations and must stay a few hundred nanoseconds.
-#include <Python.h>
+#include "frame_hook.h"  // first: it includes Python.h with the internal headers
+
 #include <structmember.h>
 
 #include <new>
@@ -81,6 +82,7 @@ PyObject* rf_enter(PyObject* self_obj, PyObject*) {
   RecordFunction* range = new (self->storage) RecordFunction(RecordScope::kUserScope);
   self->entered = true;
   if (range->is_active()) {
+    anchor_outermost_range(PyThreadState_Get());
     Py_ssize_t size = 0;
     const char* utf8 = PyUnicode_AsUTF8AndSize(self->name, &size);
     if (!utf8) return nullptr;

@@ -7,7 +7,7 @@ import site
 import sys
 import sysconfig
 import threading
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Literal
 
 from framescope import _core
@@ -30,6 +30,24 @@ def _prune_prefixes() -> list[str]:
     prefixes += [paths.get("stdlib", ""), paths.get("platstdlib", "")]
     prefixes.append(os.getcwd())
     return sorted({os.path.realpath(p) for p in prefixes if p} | {p for p in prefixes if p}, key=len, reverse=True)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _frames_outside_framescope() -> dict[int, FrameType]:
+    """sys._current_frames(), with this thread's framescope frames (start, __enter__) left out:
+    they return right after the session starts and are not the user's code."""
+    frames = sys._current_frames()
+    me = threading.get_ident()
+    frame: FrameType | None = frames.get(me)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        frames.pop(me, None)
+    else:
+        frames[me] = frame
+    return frames
 
 
 def _resolve_backend(backend: str) -> str:
@@ -132,7 +150,7 @@ class profile:
             raise RuntimeError("this profile is already running")
         if self.with_stack:
             _label_torch_modules()
-        frames = sys._current_frames() if self.with_stack else None
+        frames = _frames_outside_framescope() if self.with_stack else None
         _core._start(
             record_shapes=self.record_shapes,
             profile_memory=self.profile_memory,
