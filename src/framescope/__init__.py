@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from framescope._core import is_enabled, mark, record_function, record_memory
-from framescope.events import Event, EventList
+from framescope.events import Event, EventList, MemoryEvent
 from framescope.profiler import label_calls, profile
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "get_include",
     "is_enabled",
     "label_calls",
+    "MemoryEvent",
     "mark",
     "profile",
     "record_function",

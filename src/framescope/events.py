@@ -27,6 +27,19 @@ class Event:
         return self.start_ns + max(self.duration_ns, 0)
 
 
+@dataclass(frozen=True)
+class MemoryEvent:
+    """One ``record_memory`` sample: ``bytes`` > 0 is an allocation, < 0 a free."""
+
+    time_ns: int
+    thread: int
+    address: int
+    bytes: int
+    total_allocated: int
+    total_reserved: int
+    device: int
+
+
 class EventList(Sequence[Event]):
     """A sequence view over a trace's events; an Event is built only when it is read."""
 

@@ -11,7 +11,7 @@ from types import FrameType, TracebackType
 from typing import Literal
 
 from framescope import _core
-from framescope.events import EventList
+from framescope.events import EventList, MemoryEvent
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
 
@@ -208,6 +208,10 @@ class profile:
     def events(self) -> EventList:
         """Every event (Python calls, ranges, builtins, marks) as a lazy sequence."""
         return EventList(self.trace)
+
+    def memory_events(self) -> list[MemoryEvent]:
+        """The ``record_memory`` samples of the session (``profile_memory=True``), by time."""
+        return [MemoryEvent(*m) for m in self.trace.memory]
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
         """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing)."""

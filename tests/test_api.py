@@ -1,0 +1,220 @@
+"""The Python API of the core: sessions, record_function, marks, memory, events, merging."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import framescope
+
+
+def ranges(prof: framescope.profile, name: str) -> list[framescope.Event]:
+    return prof.events().named(name)
+
+
+def test_record_function_nests_and_times() -> None:
+    with framescope.profile(with_stack=False) as prof:
+        with framescope.record_function("outer"):
+            with framescope.record_function("inner"):
+                pass
+            with framescope.record_function("inner"):
+                pass
+    events = prof.events()
+    (outer,) = ranges(prof, "outer")
+    inner = ranges(prof, "inner")
+    assert len(inner) == 2
+    assert all(e.parent == outer.index for e in inner)
+    assert all(outer.start_ns <= e.start_ns and e.end_ns <= outer.end_ns for e in inner)
+    assert inner[0].end_ns <= inner[1].start_ns
+    assert outer.category == "user_annotation"
+    assert events.children(outer) == inner
+
+
+def test_record_function_as_decorator_keeps_the_function() -> None:
+    @framescope.record_function("decorated")
+    def add(a: int, b: int = 1) -> int:
+        """Adds."""
+        return a + b
+
+    assert add.__name__ == "add" and add.__doc__ == "Adds."
+    with framescope.profile(with_stack=False) as prof:
+        assert add(1, b=2) == 3
+        assert add(5) == 6
+    assert len(ranges(prof, "decorated")) == 2
+
+
+def test_record_function_without_session_records_nothing_and_works() -> None:
+    with framescope.record_function("nobody listens"):
+        value = 42
+    assert value == 42
+    assert not framescope.is_enabled()
+
+
+def test_record_function_exception_closes_range() -> None:
+    with framescope.profile(with_stack=False) as prof:
+        with pytest.raises(KeyError):
+            with framescope.record_function("raises"):
+                raise KeyError("x")
+    (ev,) = ranges(prof, "raises")
+    assert ev.duration_ns >= 0
+
+
+def test_record_function_bad_input() -> None:
+    with pytest.raises(TypeError):
+        framescope.record_function(123)  # type: ignore[arg-type]
+    rf = framescope.record_function("twice")
+    with rf:
+        with pytest.raises(RuntimeError):
+            rf.__enter__()
+    with pytest.raises(TypeError):
+        framescope.record_function("x")(42)  # type: ignore[operator]
+
+
+def test_hostile_names_survive(checked_trace) -> None:
+    names = ['quote " back \\ slash', "nul\x00inside", "newline\n tab\t", "ünïcødé ☃ 🚀", "\x01\x1f"]
+    with framescope.profile(with_stack=False) as prof:
+        for n in names:
+            with framescope.record_function(n):
+                pass
+    recorded = {e.name for e in prof.events() if e.category == "user_annotation"}
+    assert recorded == set(names)
+    data = checked_trace(prof)
+    in_json = {e["name"] for e in data["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert in_json == set(names)
+
+
+def test_threads_record_into_one_session() -> None:
+    barrier = threading.Barrier(4)
+
+    def work(i: int) -> None:
+        barrier.wait()
+        for _ in range(100):
+            with framescope.record_function(f"worker-{i}"):
+                pass
+
+    with framescope.profile(with_stack=False) as prof:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    per_thread = {}
+    for i in range(4):
+        evs = ranges(prof, f"worker-{i}")
+        assert len(evs) == 100
+        assert len({e.thread for e in evs}) == 1
+        per_thread[i] = evs[0].thread
+    assert len(set(per_thread.values())) == 4
+
+
+def test_thread_pool_ranges_land_on_worker_threads() -> None:
+    with framescope.profile(with_stack=False) as prof:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda i: framescope.record_function(f"task").__enter__().__exit__(None, None, None), range(20)))
+    assert len(ranges(prof, "task")) == 20
+
+
+def test_thread_that_exits_keeps_its_events() -> None:
+    with framescope.profile(with_stack=False) as prof:
+        t = threading.Thread(target=lambda: framescope.record_function("short-lived").__enter__())
+        t.start()
+        t.join()
+    (ev,) = ranges(prof, "short-lived")
+    assert ev.duration_ns >= 0  # left open by the thread: closed at stop
+
+
+def test_marks_and_memory_events() -> None:
+    with framescope.profile(with_stack=False, profile_memory=True) as prof:
+        framescope.mark("checkpoint")
+        framescope.record_memory(0x1000, 256, 256, 0)
+        framescope.record_memory(0x1000, -256, 0, 0)
+    (mark,) = ranges(prof, "checkpoint")
+    assert mark.duration_ns == -1
+    memory = prof.memory_events()
+    assert [(m.address, m.bytes, m.total_allocated) for m in memory] == [(0x1000, 256, 256), (0x1000, -256, 0)]
+    assert memory[0].time_ns <= memory[1].time_ns
+
+
+def test_second_session_is_a_clear_error() -> None:
+    with framescope.profile(with_stack=False):
+        with pytest.raises(RuntimeError, match="already"):
+            framescope.profile(with_stack=False).start()
+    # And the first one stopped cleanly: a new one starts.
+    with framescope.profile(with_stack=False):
+        assert framescope.is_enabled()
+    assert not framescope.is_enabled()
+
+
+def test_profile_misuse() -> None:
+    p = framescope.profile(with_stack=False)
+    with pytest.raises(RuntimeError):
+        p.stop()
+    with pytest.raises(RuntimeError):
+        p.events()
+    with pytest.raises(ValueError):
+        framescope.profile(backend="nope")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        framescope.profile(memory_limit=0)
+    with pytest.raises(ValueError):
+        framescope.profile(on_limit="later")  # type: ignore[arg-type]
+
+
+def test_memory_limit_warns_and_keeps_oldest() -> None:
+    with framescope.profile(with_stack=False, memory_limit="1MiB") as prof:
+        for _ in range(200_000):
+            with framescope.record_function("x"):
+                pass
+    assert prof.trace.dropped_events > 0
+    assert any("limit" in w for w in prof.warnings)
+    evs = ranges(prof, "x")
+    assert 0 < len(evs) < 200_000
+
+
+def test_events_view_is_lazy_and_indexable() -> None:
+    with framescope.profile(with_stack=False) as prof:
+        for _ in range(50_000):
+            with framescope.record_function("many"):
+                pass
+    events = prof.events()
+    assert len(events) >= 50_000
+    last = events[-1]
+    assert events[len(events) - 1] == last
+    with pytest.raises(IndexError):
+        events[len(events)]
+    assert isinstance(events[0:3], list) and len(events[0:3]) == 3
+
+
+def test_serialize_merge_roundtrip() -> None:
+    with framescope.profile(with_stack=False) as a:
+        with framescope.record_function("in-a"):
+            pass
+    with framescope.profile(with_stack=False) as b:
+        with framescope.record_function("in-b"):
+            pass
+    blob = b.serialize()
+    assert isinstance(blob, bytes)
+    a.merge(blob)
+    names = {e.name for e in a.events()}
+    assert {"in-a", "in-b"} <= names
+    with pytest.raises((ValueError, RuntimeError)):
+        a.merge(b"\x00not a trace")
+
+
+def test_stats_and_summary() -> None:
+    with framescope.profile(with_stack=False) as prof:
+        for _ in range(3):
+            with framescope.record_function("counted"):
+                pass
+    by_name = {n: (c, t, s) for n, c, t, s in prof.stats()}
+    assert by_name["counted"][0] == 3
+    assert "counted" in prof.summary()
+
+
+def test_get_include_has_the_c_api() -> None:
+    import os
+
+    inc = framescope.get_include()
+    assert os.path.isfile(os.path.join(inc, "framescope", "c_api.h"))
+    assert os.path.isfile(os.path.join(inc, "framescope", "record_function.h"))
