@@ -132,8 +132,14 @@ class Replayer {
   void replay_thread(const RawThread& t, uint32_t thread) {
     std::vector<Open> stack;
     const int64_t start = out_.start_ns;
-    for (const InitialStack& is : raw_.initial_stacks) {
-      if (is.pthread_id != t.pthread_id) continue;
+    for (size_t s = 0; s < raw_.initial_stacks.size(); ++s) {
+      const InitialStack& is = raw_.initial_stacks[s];
+      if (is.os_tid ? is.os_tid != t.os_tid : is.pthread_id != t.pthread_id) continue;
+      // Without an OS id, the first buffer of that pthread id takes the stack (threads are
+      // replayed in buffer-creation order); a later thread reusing the id starts empty.
+      if (initial_stack_taken_.size() <= s) initial_stack_taken_.resize(s + 1, false);
+      if (initial_stack_taken_[s]) break;
+      initial_stack_taken_[s] = true;
       for (size_t i = 0; i < is.keys.size(); ++i) {
         int64_t ev = open_event(start, symbol_for_key(is.keys[i], true),
                                 EventCategory::kPythonFunction, thread, stack);
@@ -261,6 +267,7 @@ class Replayer {
   Trace& out_;
   std::unordered_map<uint64_t, uint32_t> static_names_, python_keys_, c_keys_;
   std::unordered_map<std::pair<uint32_t, uint64_t>, uint64_t, PairHash> async_ends_;
+  std::vector<bool> initial_stack_taken_;  // per raw_.initial_stacks entry
 };
 
 }  // namespace

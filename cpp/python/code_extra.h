@@ -14,6 +14,9 @@ namespace framescope::py {
 struct CodeExtra {
   uint64_t traced_epoch = 0;  ///< tracer: session in which this code was registered (holds a ref)
   const char* call_label = nullptr;  ///< tracer: "nn.Module"-style label of calls of this code
+  /// tracer: frames of this code need register_code() every time (labelled calls, and on 3.11+
+  /// generator code, whose creation call is evaluated through the hook but is no resume)
+  bool tracer_slow_path = false;
   void* eval_state = nullptr;        ///< eval_frame API: cache entries, frame_state, skip mark
 };
 

@@ -116,7 +116,21 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
     g_session->codes.push_back(reinterpret_cast<PyObject*>(code));
     Py_INCREF(code);
     extra->traced_epoch = g_tracer.epoch;
+#if FS_PY311
+    if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+      extra->tracer_slow_path = true;
+    }
+#endif
   }
+#if FS_PY311
+  // On 3.11+ calling a generator function evaluates its frame through the hook once, to run
+  // RETURN_GENERATOR (3.10 builds the generator without evaluating). That call only creates the
+  // generator; the profile shows its resumes, as the fallbacks and torch do.
+  if (frame && (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
+      !frame_is_resumed(frame)) {
+    return 0;
+  }
+#endif
   if (extra->call_label) {
     if (PyObject* self = first_argument(code, frame)) {
       PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(self));
@@ -144,11 +158,13 @@ bool tracer_label_calls(PyObject* code, const std::string& label) {
   for (const std::string& l : *labels) {
     if (l == label) {
       extra->call_label = l.c_str();
+      extra->tracer_slow_path = true;
       return true;
     }
   }
   labels->push_back(label);
   extra->call_label = labels->back().c_str();
+  extra->tracer_slow_path = true;
   return true;
 }
 
@@ -163,9 +179,17 @@ bool add_initial_stacks(PyObject* current_frames) {
   PyObject *ident, *frame;
   Py_ssize_t pos = 0;
   while (PyDict_Next(current_frames, &pos, &ident, &frame)) {
+    // Values: a frame, or (frame, native thread id) when the thread's OS id is known.
+    uint64_t os_tid = 0;
+    if (PyTuple_Check(frame) && PyTuple_GET_SIZE(frame) == 2) {
+      os_tid = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(frame, 1));
+      if (PyErr_Occurred()) return false;
+      frame = PyTuple_GET_ITEM(frame, 0);  // borrowed
+    }
     if (!PyFrame_Check(frame)) continue;
     InitialStack stack;
     stack.pthread_id = PyLong_AsUnsignedLongLong(ident);
+    stack.os_tid = os_tid;
     if (PyErr_Occurred()) return false;
     std::vector<std::pair<uint64_t, uint64_t>> frames;  // innermost first
     PyFrameObject* f = reinterpret_cast<PyFrameObject*>(frame);

@@ -29,7 +29,7 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame);
 /// The key recorded for a frame: its code object, or a labelled-call key. Needs the GIL.
 FRAMESCOPE_ALWAYS_INLINE uint64_t frame_key(PyCodeObject* code, FsFrame* frame) {
   CodeExtra* extra = find_code_extra(code);
-  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch && !extra->call_label)) {
+  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch && !extra->tracer_slow_path)) {
     return reinterpret_cast<uint64_t>(code);
   }
   return register_code(code, frame);

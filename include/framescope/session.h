@@ -81,6 +81,9 @@ struct KeyResolver {
 /// each with the address used to recognise it in anchor events. Given by the extension.
 struct InitialStack {
   uint64_t pthread_id = 0;
+  /// The thread's OS id (gettid) when known, else 0. pthread ids are reused as soon as a thread
+  /// exits, so a thread that exits during the session must not hand its stack to a newer one.
+  uint64_t os_tid = 0;
   std::vector<uint64_t> keys;
   std::vector<uint64_t> frame_addresses;
 };

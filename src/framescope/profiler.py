@@ -35,18 +35,25 @@ def _prune_prefixes() -> list[str]:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _frames_outside_framescope() -> dict[int, FrameType]:
-    """sys._current_frames(), with this thread's framescope frames (start, __enter__) left out:
-    they return right after the session starts and are not the user's code."""
-    frames = sys._current_frames()
+def _current_stacks(skip_framescope: bool) -> dict[int, FrameType | tuple[FrameType, int]]:
+    """The frames running on every thread (sys._current_frames()), each with its thread's native
+    id where threading knows it (pthread ids are reused when a thread exits mid-session).
+
+    With ``skip_framescope``, this thread's framescope frames (start, __enter__) are left out:
+    they return right after the session starts, which the frame hook does not see (the
+    fallbacks do, so they keep them)."""
+    frames: dict[int, FrameType | tuple[FrameType, int]] = {}
+    native = {t.ident: t.native_id for t in threading.enumerate()}
     me = threading.get_ident()
-    frame: FrameType | None = frames.get(me)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame = frame.f_back
-    if frame is None:
-        frames.pop(me, None)
-    else:
-        frames[me] = frame
+    for ident, frame in sys._current_frames().items():
+        f: FrameType | None = frame
+        if skip_framescope and ident == me:
+            while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+                f = f.f_back
+        if f is None:
+            continue
+        nid = native.get(ident)
+        frames[ident] = (f, nid) if nid is not None else f
     return frames
 
 
@@ -150,7 +157,7 @@ class profile:
             raise RuntimeError("this profile is already running")
         if self.with_stack:
             _label_torch_modules()
-        frames = _frames_outside_framescope() if self.with_stack else None
+        frames = _current_stacks(self._backend == "frame_hook") if self.with_stack else None
         _core._start(
             record_shapes=self.record_shapes,
             profile_memory=self.profile_memory,
