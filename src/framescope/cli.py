@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import builtins
+import importlib.machinery
+import io
 import os
 import runpy
 import sys
 import traceback
+import types
+import zipfile
 from typing import Sequence
 
 from framescope.profiler import profile
@@ -51,16 +56,39 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+_RUNPY_FILES = {"<frozen runpy>", getattr(runpy, "__file__", "runpy.py")}
+
+
 def _print_user_traceback(exc: BaseException) -> None:
     """Print the traceback as python would: without framescope's and runpy's frames."""
     tb = exc.__traceback__
     here = os.path.dirname(os.path.abspath(__file__))
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if not (filename.startswith(here) or os.path.basename(filename) == "runpy.py"):
+        if not (filename.startswith(here) or filename in _RUNPY_FILES):
             break
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb)
+
+
+def _run_script(path: str) -> None:
+    """Runs a script file as ``python path`` does: a fresh ``__main__`` whose ``__file__`` is
+    absolute (3.9+) while ``sys.argv[0]`` stays as given. Directories and zip files with a
+    ``__main__.py`` go through runpy, as python does."""
+    if os.path.isdir(path) or zipfile.is_zipfile(path):
+        runpy.run_path(path, run_name="__main__")
+        return
+    abspath = os.path.abspath(path)
+    with io.open_code(abspath) as f:
+        source = f.read()
+    code = compile(source, abspath, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__file__ = abspath
+    main.__cached__ = None  # type: ignore[attr-defined]
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", abspath)
+    sys.modules["__main__"] = main  # as python: the script's module stays __main__ afterwards
+    exec(code, main.__dict__)
 
 
 def run(opts: argparse.Namespace) -> int:
@@ -90,7 +118,7 @@ def run(opts: argparse.Namespace) -> int:
         if opts.module is not None:
             runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(target, run_name="__main__")
+            _run_script(target)
     except SystemExit as exc:
         code = _exit_code(exc)
     except KeyboardInterrupt as exc:
