@@ -1,0 +1,219 @@
+"""Profiling never changes what a program does: deep recursion, other frame hooks, many sessions."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import framescope
+from conftest import run_python
+from native_build import build_extension
+
+# -- deep recursion -------------------------------------------------------------------------------
+
+DEEP = """
+import sys, framescope
+sys.setrecursionlimit(60000)
+N = int(sys.argv[1])
+BACKEND = sys.argv[2]
+def rec(n):
+    return 0 if n == 0 else 1 + rec(n - 1)
+try:
+    if BACKEND == "plain":
+        r = rec(N)
+    else:
+        with framescope.profile(backend=BACKEND) as prof:
+            r = rec(N)
+        calls = [e for e in prof.events() if e.name.endswith(": rec")]
+        assert len(calls) == N + 1, (len(calls), N + 1)
+        # One chain, each call the parent of the next, all closed.
+        for a, b in zip(calls, calls[1:]):
+            assert b.parent == a.index and b.depth == a.depth + 1
+        print("backend", prof.backend)
+    print("result", r)
+except RecursionError as e:
+    print("RecursionError", e)
+"""
+
+# Plain 3.10 recurses in C for every Python call and overflows an 8 MiB stack (a segfault)
+# somewhere past 20,000 levels; a traced run stops with RecursionError before the stack ends.
+DEEPEST_PLAIN = 50_000 if sys.version_info >= (3, 11) else 12_000
+
+
+@pytest.mark.parametrize("backend", ["frame_hook", "fallback"])
+def test_deep_recursion_runs_as_plain_python(backend: str) -> None:
+    out = run_python(DEEP, str(DEEPEST_PLAIN), backend)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"result {DEEPEST_PLAIN}" in out.stdout, out.stdout + out.stderr[-3000:]
+    if backend == "frame_hook" and sys.version_info >= (3, 11):
+        # The hook handed the deep part to the fallback and said so.
+        assert "->" in out.stdout and "switched from the frame hook" in out.stderr
+
+
+def test_recursion_beyond_the_c_stack_is_a_clean_error_on_3_10() -> None:
+    if sys.version_info >= (3, 11):
+        pytest.skip("3.11+ does not recurse in C for Python calls")
+    out = run_python(DEEP, "50000", "frame_hook")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "RecursionError" in out.stdout
+
+
+def test_recursion_limit_still_applies() -> None:
+    code = """
+    import sys, framescope
+    def rec(n): return rec(n + 1)
+    with framescope.profile():
+        try:
+            rec(0)
+        except RecursionError as e:
+            print("caught", e)
+    """
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "caught maximum recursion depth exceeded" in out.stdout
+
+
+# -- another PEP 523 hook ---------------------------------------------------------------------------
+
+COUNTING_HOOK = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#if PY_VERSION_HEX >= 0x030B0000
+typedef struct _PyInterpreterFrame Frame;
+#else
+typedef PyFrameObject Frame;
+#endif
+typedef PyObject* (*EvalFn)(PyThreadState*, Frame*, int);
+PyAPI_FUNC(PyObject*) _PyEval_EvalFrameDefault(PyThreadState*, Frame*, int);
+PyAPI_FUNC(void) _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState*, EvalFn);
+PyAPI_FUNC(EvalFn) _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState*);
+
+static long long count = 0;
+static PyObject* counting(PyThreadState* ts, Frame* f, int throwflag) {
+    ++count;
+    return _PyEval_EvalFrameDefault(ts, f, throwflag);
+}
+static PyObject* install(PyObject* s, PyObject* u) {
+    _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), counting);
+    Py_RETURN_NONE;
+}
+static PyObject* uninstall(PyObject* s, PyObject* u) {
+    _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), _PyEval_EvalFrameDefault);
+    Py_RETURN_NONE;
+}
+static PyObject* is_current(PyObject* s, PyObject* u) {
+    return PyBool_FromLong(_PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) == counting);
+}
+static PyObject* is_default(PyObject* s, PyObject* u) {
+    return PyBool_FromLong(
+        _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) == _PyEval_EvalFrameDefault);
+}
+static PyObject* get_count(PyObject* s, PyObject* u) { return PyLong_FromLongLong(count); }
+static PyMethodDef methods[] = {
+    {"install", install, METH_NOARGS, NULL}, {"uninstall", uninstall, METH_NOARGS, NULL},
+    {"is_current", is_current, METH_NOARGS, NULL}, {"is_default", is_default, METH_NOARGS, NULL},
+    {"count", get_count, METH_NOARGS, NULL}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "counting_hook", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_counting_hook(void) { return PyModule_Create(&def); }
+"""
+
+
+@pytest.fixture(scope="module")
+def counting_hook(tmp_path_factory: pytest.TempPathFactory):
+    return build_extension("counting_hook", COUNTING_HOOK, tmp_path_factory.mktemp("hook"))
+
+
+def leaf() -> int:
+    return 1
+
+
+def test_hook_restored_exactly_at_stop(counting_hook) -> None:
+    assert counting_hook.is_default()
+    with framescope.profile():
+        assert not counting_hook.is_default()
+    assert counting_hook.is_default()
+
+
+def test_hook_installed_first_is_chained_and_restored(counting_hook) -> None:
+    counting_hook.install()
+    try:
+        before = counting_hook.count()
+        with framescope.profile() as prof:
+            for _ in range(100):
+                leaf()
+        assert counting_hook.count() - before >= 100, "framescope chained to the earlier hook"
+        assert counting_hook.is_current(), "and gave it back at stop"
+        assert len([e for e in prof.events() if e.name.endswith(": leaf")]) == 100
+        assert prof.backend == "frame_hook"
+    finally:
+        counting_hook.uninstall()
+
+
+def test_hook_replaced_during_session_is_left_alone(counting_hook) -> None:
+    with framescope.profile() as prof:
+        counting_hook.install()  # another tool takes the hook mid-session
+        leaf()
+    try:
+        assert counting_hook.is_current(), "framescope did not remove the other tool's hook"
+        assert prof.warnings == [] or all("hook" in w for w in prof.warnings)
+    finally:
+        counting_hook.uninstall()
+    with framescope.profile() as prof:  # a later session works normally
+        leaf()
+    assert [e for e in prof.events() if e.name.endswith(": leaf")]
+    assert counting_hook.is_default()
+
+
+# -- sessions -----------------------------------------------------------------------------------------
+
+
+def test_thousand_sessions_leak_nothing() -> None:
+    def one() -> None:
+        with framescope.profile() as prof:
+            with framescope.record_function("r"):
+                leaf()
+        assert len(prof.events()) > 0
+
+    for _ in range(50):  # warm up: caches, interned names, chunk pool
+        one()
+    gc.collect()
+    objects = len(gc.get_objects())
+    refs = sys.gettotalrefcount() if hasattr(sys, "gettotalrefcount") else None
+    rss = _rss_kib()
+    for _ in range(1000):
+        one()
+    gc.collect()
+    assert len(gc.get_objects()) - objects < 100
+    if refs is not None:
+        assert sys.gettotalrefcount() - refs < 1000
+    assert _rss_kib() - rss < 16 * 1024, "RSS grew by more than 16 MiB over 1000 sessions"
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_code_objects_released_after_session() -> None:
+    import weakref
+
+    ns: dict[str, object] = {}
+    exec(textwrap.dedent("""
+    def temp():
+        return 2
+    """), ns)
+    fn = ns["temp"]
+    with framescope.profile() as prof:
+        fn()  # type: ignore[operator]
+    assert any(e.name.endswith(": temp") for e in prof.events())
+    code_ref = weakref.ref(fn.__code__)  # type: ignore[attr-defined]
+    del prof, fn, ns
+    gc.collect()
+    assert code_ref() is None, "the session released its references to code objects"
