@@ -1,0 +1,564 @@
+"""Tracer overhead: framescope vs. the no-op frame hook and peer tracers, per Python, as ratios.
+
+Every measurement runs in a fresh subprocess of the Python under test (`--worker` mode of this
+same file); the driver collects raw timings, prints one table per Python and writes
+bench/results/tracer_overhead.json. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import gc
+import glob
+import importlib
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Optional
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(BENCH_DIR, "results", "tracer_overhead.json")
+sys.path.insert(0, BENCH_DIR)
+
+from workloads import ALL as ALL_WORKLOADS  # noqa: E402
+from workloads import REAL as REAL_WORKLOADS  # noqa: E402
+
+#: Configurations, in table order. "untraced" is the baseline of every ratio.
+CONFIGS = (
+    "untraced",
+    "noop_hook",
+    "framescope",
+    "framescope_c",
+    "framescope_fallback",
+    "cprofile",
+    "yappi",
+    "viztracer",
+    "torch",
+)
+SHORT = {
+    "noop_hook": "no-op",
+    "framescope": "fs",
+    "framescope_c": "fs+C",
+    "framescope_fallback": "fs-fb",
+    "cprofile": "cProf",
+    "yappi": "yappi",
+    "viztracer": "viz",
+    "torch": "torch",
+}
+FRAMESCOPE_CONFIGS = ("framescope", "framescope_c", "framescope_fallback")
+#: VizTracer ring-buffer entries (one per finished call, C calls included). Big enough for any
+#: run here; the driver checks it against the calls framescope counted and flags overflows.
+VIZ_ENTRIES = 40_000_000
+
+TARGET_FIB = 1.8            # fib(25) ratio on 3.11-3.13
+TARGET_FIB_VS_NOOP = 1.15   # fib(25) framescope / no-op hook
+TARGET_GEOMEAN = 1.3        # real workloads, framescope
+TARGET_BYTES_PER_EVENT = 16.0
+
+
+# ==== worker: one configuration of one workload in this process ==================================
+
+Runner = Callable[[Callable[[], Any]], dict[str, Any]]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def run_untraced(fn: Callable[[], Any]) -> dict[str, Any]:
+    before = rss_bytes()
+    t = timed(fn)
+    return {"time": t, "rss_growth": rss_bytes() - before}
+
+
+def run_noop_hook(fn: Callable[[], Any]) -> dict[str, Any]:
+    from framescope import _core
+
+    _core._noop_eval_hook(True)
+    try:
+        return {"time": timed(fn)}
+    finally:
+        _core._noop_eval_hook(False)
+
+
+def framescope_runner(**options: Any) -> Runner:
+    def run(fn: Callable[[], Any]) -> dict[str, Any]:
+        import framescope
+
+        prof = framescope.profile(**options)
+        before = rss_bytes()
+        prof.start()
+        t = timed(fn)
+        # Read before stop(): stop hands the chunks back and builds the replayed trace.
+        grown = rss_bytes() - before
+        t0 = time.perf_counter()
+        prof.stop()
+        stop_s = time.perf_counter() - t0
+        trace = prof.trace
+        return {
+            "time": t,
+            "stop_s": stop_s,
+            "events": trace.recorded_events,
+            "dropped": trace.dropped_events,
+            "rss_growth": grown,
+            "backend": prof.backend,
+        }
+
+    return run
+
+
+def run_cprofile(fn: Callable[[], Any]) -> dict[str, Any]:
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    t = timed(fn)
+    prof.disable()
+    return {"time": t}
+
+
+def run_yappi(fn: Callable[[], Any]) -> dict[str, Any]:
+    import yappi
+
+    yappi.set_clock_type("wall")
+    yappi.start()
+    t = timed(fn)
+    yappi.stop()
+    yappi.clear_stats()
+    return {"time": t}
+
+
+def run_viztracer(fn: Callable[[], Any]) -> dict[str, Any]:
+    from viztracer import VizTracer
+
+    tracer = VizTracer(tracer_entries=VIZ_ENTRIES, verbose=0)
+    tracer.start()
+    t = timed(fn)
+    tracer.stop()
+    tracer.clear()
+    return {"time": t, "entries": VIZ_ENTRIES}
+
+
+def run_torch(fn: Callable[[], Any]) -> dict[str, Any]:
+    import torch.profiler as tp
+
+    prof = tp.profile(activities=[tp.ProfilerActivity.CPU], with_stack=True)
+    prof.__enter__()
+    t = timed(fn)
+    t0 = time.perf_counter()
+    prof.__exit__(None, None, None)
+    return {"time": t, "stop_s": time.perf_counter() - t0}
+
+
+RUNNERS: dict[str, Runner] = {
+    "untraced": run_untraced,
+    "noop_hook": run_noop_hook,
+    "framescope": framescope_runner(),
+    "framescope_c": framescope_runner(c_calls=True),
+    "framescope_fallback": framescope_runner(backend="fallback"),
+    "cprofile": run_cprofile,
+    "yappi": run_yappi,
+    "viztracer": run_viztracer,
+    "torch": run_torch,
+}
+#: Module a configuration needs, and how its absence is reported.
+NEEDS = {
+    "noop_hook": "framescope",
+    "framescope": "framescope",
+    "framescope_c": "framescope",
+    "framescope_fallback": "framescope",
+    "yappi": "yappi",
+    "viztracer": "viztracer",
+    "torch": "torch",
+}
+
+
+def unavailable(config: str) -> Optional[str]:
+    """Why `config` cannot run in this interpreter, or None."""
+    module = NEEDS.get(config)
+    if module is None:
+        return None
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # torch may fail with more than ImportError
+        return f"{module} not importable: {type(e).__name__}: {e}"
+    if config == "noop_hook":
+        from framescope import _core
+
+        if not hasattr(_core, "_noop_eval_hook"):
+            return "this framescope build has no _core._noop_eval_hook"
+    return None
+
+
+def worker(workload: str, config: str, runs: int, scale: float) -> dict[str, Any]:
+    info: dict[str, Any] = {"workload": workload, "config": config, "runs": []}
+    reason = unavailable(config)
+    if reason:
+        info["skipped"] = reason
+        return info
+    module = importlib.import_module(f"workloads.{workload}")
+
+    def fn() -> Any:
+        return module.run(scale)
+
+    fn()  # warm-up, untraced: imports, caches, specialisation and the workload's own memory
+    for _ in range(runs):
+        gc.collect()
+        info["runs"].append(RUNNERS[config](fn))
+    return info
+
+
+# ==== driver ======================================================================================
+
+
+@dataclasses.dataclass
+class Interpreter:
+    path: str
+    version: str  # e.g. "3.11.7"
+    label: str    # version, made unique when two paths have the same version
+
+
+def find_pythons() -> list[str]:
+    found = glob.glob("/root/.pyenv/versions/3.1[0-3].*/bin/python")
+    return sorted(found, key=lambda p: [int(x) for x in p.split("/")[-3].split(".")])
+
+
+def describe(paths: list[str]) -> list[Interpreter]:
+    out: list[Interpreter] = []
+    for path in paths:
+        version = subprocess.run(
+            [path, "-c", "import platform; print(platform.python_version())"],
+            check=True, capture_output=True, text=True).stdout.strip()
+        label = version
+        n = 2
+        while any(i.label == label for i in out):
+            label = f"{version}#{n}"
+            n += 1
+        out.append(Interpreter(path, version, label))
+    return out
+
+
+def run_worker(py: Interpreter, workload: str, config: str, runs: int, scale: float,
+               timeout: float) -> dict[str, Any]:
+    cmd = [py.path, os.path.abspath(__file__), "--worker", "--workloads", workload,
+           "--configs", config, "--runs", str(runs), "--scale", str(scale)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, PYTHONHASHSEED="0"))
+    except subprocess.TimeoutExpired:
+        return {"workload": workload, "config": config, "runs": [],
+                "error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"workload": workload, "config": config, "runs": [],
+                "error": f"exit {proc.returncode}: " + " | ".join(tail)}
+    return json.loads(lines[-1])
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {
+        "node": platform.node(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def collect(pythons: list[Interpreter], workloads: list[str], configs: list[str], runs: int,
+            processes: int, scale: float, timeout: float) -> dict[str, Any]:
+    """raw[label][workload][config] = list of worker results (one per process)."""
+    raw: dict[str, dict[str, dict[str, list[dict[str, Any]]]]] = {}
+    total = len(pythons) * len(workloads) * len(configs) * processes
+    done = 0
+    started = time.time()
+    # Rounds outermost and configs innermost: a drift in machine load hits every config alike.
+    for rnd in range(processes):
+        for py in pythons:
+            for workload in workloads:
+                for config in configs:
+                    result = run_worker(py, workload, config, runs, scale, timeout)
+                    raw.setdefault(py.label, {}).setdefault(workload, {}).setdefault(
+                        config, []).append(result)
+                    done += 1
+                    status = result.get("skipped") or result.get("error") or ", ".join(
+                        f"{r['time']:.3f}" for r in result["runs"])
+                    print(f"[{done}/{total} {time.time() - started:5.0f}s] round {rnd + 1} "
+                          f"{py.label} {workload:9} {config:20} {status}", file=sys.stderr,
+                          flush=True)
+    return raw
+
+
+# ---- analysis ------------------------------------------------------------------------------------
+
+
+def samples(cell: list[dict[str, Any]], key: str = "time") -> list[float]:
+    return [r[key] for res in cell for r in res.get("runs", []) if r.get(key) is not None]
+
+
+def stat(values: list[float], how: str) -> Optional[float]:
+    if not values:
+        return None
+    return min(values) if how == "min" else statistics.median(values)
+
+
+def why_missing(cell: list[dict[str, Any]]) -> str:
+    for res in cell:
+        if res.get("skipped"):
+            return "skipped: " + res["skipped"]
+        if res.get("error"):
+            return "error: " + res["error"]
+    return "no data"
+
+
+def ratios(raw_py: dict[str, dict[str, list[dict[str, Any]]]], how: str
+           ) -> dict[str, dict[str, Optional[float]]]:
+    out: dict[str, dict[str, Optional[float]]] = {}
+    for workload, cells in raw_py.items():
+        base = stat(samples(cells.get("untraced", [])), how)
+        out[workload] = {}
+        for config, cell in cells.items():
+            value = stat(samples(cell), how)
+            out[workload][config] = value / base if value is not None and base else None
+    return out
+
+
+def geomean(values: list[float]) -> Optional[float]:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def bytes_per_event(cell: list[dict[str, Any]], untraced: list[dict[str, Any]]
+                    ) -> tuple[Optional[float], Optional[float]]:
+    """RSS growth over recorded events in the first traced run of each process (the chunk pool
+    is still empty there; later sessions reuse its chunks and grow RSS less): as measured, and
+    net of the growth of the first untraced run (the workload's own allocations)."""
+    firsts = [res["runs"][0] for res in cell if res.get("runs") and res["runs"][0].get("events")]
+    if not firsts:
+        return None, None
+    own = [res["runs"][0].get("rss_growth", 0) for res in untraced if res.get("runs")]
+    own_growth = statistics.median(own) if own else 0
+    raw = min(r["rss_growth"] / r["events"] for r in firsts)
+    net = min((r["rss_growth"] - own_growth) / r["events"] for r in firsts)
+    return raw, net
+
+
+def events_per_run(cell: list[dict[str, Any]]) -> Optional[float]:
+    values = samples(cell, "events")
+    return statistics.median(values) if values else None
+
+
+def overhead_ns_per_call(raw_cells: dict[str, list[dict[str, Any]]], config: str,
+                         how: str) -> Optional[float]:
+    """(traced - untraced) time per Python call, calls = Python events / 2."""
+    base = stat(samples(raw_cells.get("untraced", [])), how)
+    traced = stat(samples(raw_cells.get(config, [])), how)
+    events = events_per_run(raw_cells.get(config, []))
+    if base is None or traced is None or not events:
+        return None
+    return (traced - base) / (events / 2) * 1e9
+
+
+def fmt(v: Optional[float], width: int = 6, digits: int = 2) -> str:
+    return f"{v:{width}.{digits}f}" if v is not None else f"{'-':>{width}}"
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def report(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
+           configs: list[str], how: str) -> tuple[str, dict[str, Any]]:
+    table = ratios(raw_py, how)
+    shown = [c for c in configs if c != "untraced"]
+    lines = [f"== Python {py.label} ({py.path}) — {how} of runs, ratio to untraced =="]
+    head = f"{'workload':10} {'untraced s':>10} " + " ".join(f"{SHORT[c]:>6}" for c in shown)
+    lines += [head + f" {'fs/no-op':>8}", "-" * (len(head) + 9)]
+    for workload, row in table.items():
+        base = stat(samples(raw_py[workload].get("untraced", [])), how)
+        fs, noop = row.get("framescope"), row.get("noop_hook")
+        vs_noop = fs / noop if fs and noop else None
+        lines.append(f"{workload:10} {fmt(base, 10, 3)} "
+                     + " ".join(fmt(row.get(c)) for c in shown) + f" {fmt(vs_noop, 8)}")
+    summary: dict[str, Any] = {"ratios": table}
+    real = [w for w in table if w in REAL_WORKLOADS]
+    if real:
+        gm = {c: geomean([table[w][c] for w in real if table[w].get(c)]) if all(
+            table[w].get(c) for w in real) else None for c in shown}
+        summary["geomean_real"] = gm
+        lines.append(f"{'geomean':10} {'':10} " + " ".join(fmt(gm[c]) for c in shown)
+                     + f"   (over {len(real)} real workloads)")
+    lines.append("")
+    # Missing cells, once per configuration.
+    for c in shown:
+        gaps = {why_missing(raw_py[w].get(c, [])) for w in table if table[w].get(c) is None}
+        if gaps:
+            lines.append(f"  {SHORT[c]}: " + "; ".join(sorted(gaps))[:300])
+    lines += targets(py, raw_py, table, summary, how)
+    return "\n".join(lines), summary
+
+
+def targets(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
+            table: dict[str, dict[str, Optional[float]]], summary: dict[str, Any],
+            how: str) -> list[str]:
+    lines: list[str] = []
+    fib = table.get("fib", {})
+    fs, noop = fib.get("framescope"), fib.get("noop_hook")
+    if fs is not None:
+        strict = py.version.split(".")[:2] != ["3", "10"]
+        goal = f"target <= {TARGET_FIB}x" + ("" if strict else ", not set for 3.10")
+        ok = fs <= TARGET_FIB or not strict
+        lines.append(f"  fib(25): framescope {fs:.2f}x ({goal}: {verdict(ok)})"
+                     + (f"; no-op hook {noop:.2f}x; framescope/no-op {fs / noop:.3f} "
+                        f"(target <= {TARGET_FIB_VS_NOOP}: {verdict(fs / noop <= TARGET_FIB_VS_NOOP)})"
+                        if noop else ""))
+        ns = overhead_ns_per_call(raw_py["fib"], "framescope", how)
+        ns_noop = None
+        if noop is not None and ns is not None:
+            # The no-op hook records nothing: reuse framescope's call count.
+            base = stat(samples(raw_py["fib"]["untraced"]), how)
+            hooked = stat(samples(raw_py["fib"]["noop_hook"]), how)
+            events = events_per_run(raw_py["fib"]["framescope"])
+            ns_noop = (hooked - base) / (events / 2) * 1e9 if base and hooked and events else None
+        if ns is not None:
+            lines.append(f"  fib(25) overhead per call: framescope {ns:.1f} ns, no-op hook "
+                         f"{fmt(ns_noop, 1, 1)} ns")
+        summary["fib"] = {"framescope": fs, "noop_hook": noop, "ns_per_call": ns,
+                          "noop_ns_per_call": ns_noop}
+    gm = summary.get("geomean_real", {}).get("framescope")
+    if gm is not None:
+        lines.append(f"  geomean over real workloads: framescope {gm:.3f}x "
+                     f"(target <= {TARGET_GEOMEAN}x: {verdict(gm <= TARGET_GEOMEAN)})")
+    bpe = {w: bytes_per_event(raw_py[w].get("framescope", []), raw_py[w].get("untraced", []))
+           for w in table}
+    bpe = {w: v for w, v in bpe.items() if v[0] is not None}
+    if bpe:
+        summary["bytes_per_event"] = {w: {"raw": v[0], "net": v[1]} for w, v in bpe.items()}
+        worst = max(v[1] for v in bpe.values() if v[1] is not None)
+        lines.append("  bytes/event while tracing, framescope (RSS growth / recorded events; "
+                     "net of the untraced run's growth):")
+        lines.append("    " + ", ".join(f"{w} {v[0]:.1f} (net {v[1]:.1f})" for w, v in bpe.items())
+                     + f"; target <= {TARGET_BYTES_PER_EVENT:.0f}: "
+                     f"{verdict(worst <= TARGET_BYTES_PER_EVENT)}")
+    notes = trace_notes(raw_py)
+    if notes:
+        summary["notes"] = notes
+        lines += ["  note: " + n for n in notes]
+    return lines
+
+
+def trace_notes(raw_py: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    notes = []
+    for workload, cells in raw_py.items():
+        for config in FRAMESCOPE_CONFIGS:
+            dropped = samples(cells.get(config, []), "dropped")
+            if any(dropped):
+                notes.append(f"{workload}/{config} dropped {max(dropped)} events")
+            backends = {r.get("backend") for res in cells.get(config, [])
+                        for r in res.get("runs", [])}
+            if any(b and "->" in b for b in backends):
+                notes.append(f"{workload}/{config} switched backend: {sorted(backends)}")
+        # VizTracer keeps one entry per finished call, C calls included: framescope with C calls
+        # counts those calls (events / 2).
+        calls = events_per_run(cells.get("framescope_c", []))
+        viz = [r.get("entries") for res in cells.get("viztracer", []) for r in res.get("runs", [])]
+        if calls and viz and calls / 2 > min(e for e in viz if e):
+            notes.append(f"{workload}: VizTracer buffer ({min(viz)} entries) smaller than its "
+                         f"~{calls / 2:.0f} calls: it dropped events")
+    return notes
+
+
+# ---- main ----------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pythons", nargs="+", default=None,
+                    help="interpreters to run (default: every 3.10-3.13 under ~/.pyenv)")
+    ap.add_argument("--workloads", nargs="+", default=list(ALL_WORKLOADS),
+                    choices=list(ALL_WORKLOADS), metavar="NAME",
+                    help=f"workloads (default: all: {' '.join(ALL_WORKLOADS)})")
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
+                    metavar="NAME", help=f"configurations (default: all: {' '.join(CONFIGS)})")
+    ap.add_argument("--runs", type=int, default=None, help="timed runs per process (default 3)")
+    ap.add_argument("--processes", type=int, default=None,
+                    help="fresh processes per cell (default 2)")
+    ap.add_argument("--scale", type=float, default=None,
+                    help="workload size factor (default 1: ~0.2-1 s per untraced run on 3.11)")
+    ap.add_argument("--stat", choices=("min", "median"), default="min",
+                    help="statistic of the runs used for ratios (default min)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: scale 0.1, 2 runs, 1 process")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per worker process")
+    ap.add_argument("--output", default=RESULTS, help="JSON results file")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    quick = (0.1, 2, 1) if args.quick else (1.0, 3, 2)
+    args.scale = quick[0] if args.scale is None else args.scale
+    args.runs = quick[1] if args.runs is None else args.runs
+    args.processes = quick[2] if args.processes is None else args.processes
+    if "untraced" not in args.configs and not args.worker:
+        args.configs.insert(0, "untraced")  # the baseline of every ratio
+    return args
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.workloads[0], args.configs[0], args.runs, args.scale)))
+        return 0
+    pythons = describe(args.pythons or find_pythons())
+    configs = [c for c in CONFIGS if c in args.configs]
+    started = datetime.datetime.now(datetime.timezone.utc)
+    machine = machine_info()
+    raw = collect(pythons, args.workloads, configs, args.runs, args.processes, args.scale,
+                  args.timeout)
+    result: dict[str, Any] = {
+        "benchmark": "tracer_overhead",
+        "date": started.isoformat(timespec="seconds"),
+        "duration_s": round((datetime.datetime.now(datetime.timezone.utc) - started)
+                            .total_seconds(), 1),
+        "machine": dict(machine, loadavg_end=os.getloadavg()),
+        "settings": {"runs": args.runs, "processes": args.processes, "scale": args.scale,
+                     "stat": args.stat, "quick": args.quick, "viztracer_entries": VIZ_ENTRIES},
+        "targets": {"fib_ratio": TARGET_FIB, "fib_vs_noop": TARGET_FIB_VS_NOOP,
+                    "geomean_real": TARGET_GEOMEAN, "bytes_per_event": TARGET_BYTES_PER_EVENT},
+        "pythons": {py.label: {"path": py.path, "version": py.version} for py in pythons},
+        "summary": {},
+        "raw": raw,
+    }
+    for py in pythons:
+        text, summary = report(py, raw.get(py.label, {}), configs, args.stat)
+        result["summary"][py.label] = summary
+        print(text + "\n")
+    print(f"load average at start {result['machine']['loadavg_start']}, "
+          f"at end {result['machine']['loadavg_end']}; {result['duration_s']} s")
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    with open(args.output, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
