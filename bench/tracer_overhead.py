@@ -57,6 +57,10 @@ FRAMESCOPE_CONFIGS = ("framescope", "framescope_c", "framescope_fallback")
 #: run here; the driver checks it against the calls framescope counted and flags overflows.
 VIZ_ENTRIES = 40_000_000
 
+#: Below this many events (~8 MiB) the chunks prefaulted at start are not all used and their
+#: RSS would be charged to too few events.
+MIN_EVENTS_FOR_BYTES = 600_000
+
 TARGET_FIB = 1.8            # fib(25) ratio on 3.11-3.13
 TARGET_FIB_VS_NOOP = 1.15   # fib(25) framescope / no-op hook
 TARGET_GEOMEAN = 1.3        # real workloads, framescope
@@ -73,16 +77,19 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def timed(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
+def timed(fn: Callable[[], Any]) -> dict[str, float]:
+    """Wall time and CPU time (user + system, all threads) of one call. CPU time is what the
+    tables use by default: on a loaded 2-core machine it does not count time spent descheduled."""
+    c0, t0 = time.process_time(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    t1, c1 = time.perf_counter(), time.process_time()
+    return {"time": t1 - t0, "cpu": c1 - c0}
 
 
 def run_untraced(fn: Callable[[], Any]) -> dict[str, Any]:
     before = rss_bytes()
     t = timed(fn)
-    return {"time": t, "rss_growth": rss_bytes() - before}
+    return {**t, "rss_growth": rss_bytes() - before}
 
 
 def run_noop_hook(fn: Callable[[], Any]) -> dict[str, Any]:
@@ -90,7 +97,7 @@ def run_noop_hook(fn: Callable[[], Any]) -> dict[str, Any]:
 
     _core._noop_eval_hook(True)
     try:
-        return {"time": timed(fn)}
+        return timed(fn)
     finally:
         _core._noop_eval_hook(False)
 
@@ -110,7 +117,7 @@ def framescope_runner(**options: Any) -> Runner:
         stop_s = time.perf_counter() - t0
         trace = prof.trace
         return {
-            "time": t,
+            **t,
             "stop_s": stop_s,
             "events": trace.recorded_events,
             "dropped": trace.dropped_events,
@@ -128,7 +135,7 @@ def run_cprofile(fn: Callable[[], Any]) -> dict[str, Any]:
     prof.enable()
     t = timed(fn)
     prof.disable()
-    return {"time": t}
+    return t
 
 
 def run_yappi(fn: Callable[[], Any]) -> dict[str, Any]:
@@ -139,7 +146,7 @@ def run_yappi(fn: Callable[[], Any]) -> dict[str, Any]:
     t = timed(fn)
     yappi.stop()
     yappi.clear_stats()
-    return {"time": t}
+    return t
 
 
 def run_viztracer(fn: Callable[[], Any]) -> dict[str, Any]:
@@ -150,7 +157,7 @@ def run_viztracer(fn: Callable[[], Any]) -> dict[str, Any]:
     t = timed(fn)
     tracer.stop()
     tracer.clear()
-    return {"time": t, "entries": VIZ_ENTRIES}
+    return {**t, "entries": VIZ_ENTRIES}
 
 
 def run_torch(fn: Callable[[], Any]) -> dict[str, Any]:
@@ -161,7 +168,7 @@ def run_torch(fn: Callable[[], Any]) -> dict[str, Any]:
     t = timed(fn)
     t0 = time.perf_counter()
     prof.__exit__(None, None, None)
-    return {"time": t, "stop_s": time.perf_counter() - t0}
+    return {**t, "stop_s": time.perf_counter() - t0}
 
 
 RUNNERS: dict[str, Runner] = {
@@ -303,7 +310,7 @@ def collect(pythons: list[Interpreter], workloads: list[str], configs: list[str]
                         config, []).append(result)
                     done += 1
                     status = result.get("skipped") or result.get("error") or ", ".join(
-                        f"{r['time']:.3f}" for r in result["runs"])
+                        f"{r['time']:.3f}/{r['cpu']:.3f}" for r in result["runs"])
                     print(f"[{done}/{total} {time.time() - started:5.0f}s] round {rnd + 1} "
                           f"{py.label} {workload:9} {config:20} {status}", file=sys.stderr,
                           flush=True)
@@ -313,7 +320,12 @@ def collect(pythons: list[Interpreter], workloads: list[str], configs: list[str]
 # ---- analysis ------------------------------------------------------------------------------------
 
 
-def samples(cell: list[dict[str, Any]], key: str = "time") -> list[float]:
+#: Which timing the tables use: "cpu" (process CPU time) or "time" (wall); set by --clock.
+CLOCK = "cpu"
+
+
+def samples(cell: list[dict[str, Any]], key: Optional[str] = None) -> list[float]:
+    key = key or CLOCK
     return [r[key] for res in cell for r in res.get("runs", []) if r.get(key) is not None]
 
 
@@ -353,7 +365,8 @@ def bytes_per_event(cell: list[dict[str, Any]], untraced: list[dict[str, Any]]
     """RSS growth over recorded events in the first traced run of each process (the chunk pool
     is still empty there; later sessions reuse its chunks and grow RSS less): as measured, and
     net of the growth of the first untraced run (the workload's own allocations)."""
-    firsts = [res["runs"][0] for res in cell if res.get("runs") and res["runs"][0].get("events")]
+    firsts = [res["runs"][0] for res in cell
+              if res.get("runs") and res["runs"][0].get("events", 0) >= MIN_EVENTS_FOR_BYTES]
     if not firsts:
         return None, None
     own = [res["runs"][0].get("rss_growth", 0) for res in untraced if res.get("runs")]
@@ -391,7 +404,8 @@ def report(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
            configs: list[str], how: str) -> tuple[str, dict[str, Any]]:
     table = ratios(raw_py, how)
     shown = [c for c in configs if c != "untraced"]
-    lines = [f"== Python {py.label} ({py.path}) — {how} of runs, ratio to untraced =="]
+    lines = [f"== Python {py.label} ({py.path}) — {how} of runs, {'CPU' if CLOCK == 'cpu' else 'wall'}"
+             " time, ratio to untraced =="]
     head = f"{'workload':10} {'untraced s':>10} " + " ".join(f"{SHORT[c]:>6}" for c in shown)
     lines += [head + f" {'fs/no-op':>8}", "-" * (len(head) + 9)]
     for workload, row in table.items():
@@ -507,6 +521,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                     help="workload size factor (default 1: ~0.2-1 s per untraced run on 3.11)")
     ap.add_argument("--stat", choices=("min", "median"), default="min",
                     help="statistic of the runs used for ratios (default min)")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                    help="timing used for ratios: process CPU time (default; robust to other "
+                    "load on the machine) or wall time; both are kept in the JSON")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: scale 0.1, 2 runs, 1 process")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per worker process")
@@ -527,6 +544,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.worker:
         print(json.dumps(worker(args.workloads[0], args.configs[0], args.runs, args.scale)))
         return 0
+    global CLOCK
+    CLOCK = "cpu" if args.clock == "cpu" else "time"
     pythons = describe(args.pythons or find_pythons())
     configs = [c for c in CONFIGS if c in args.configs]
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -540,7 +559,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                             .total_seconds(), 1),
         "machine": dict(machine, loadavg_end=os.getloadavg()),
         "settings": {"runs": args.runs, "processes": args.processes, "scale": args.scale,
-                     "stat": args.stat, "quick": args.quick, "viztracer_entries": VIZ_ENTRIES},
+                     "stat": args.stat, "clock": args.clock, "quick": args.quick, "viztracer_entries": VIZ_ENTRIES},
         "targets": {"fib_ratio": TARGET_FIB, "fib_vs_noop": TARGET_FIB_VS_NOOP,
                     "geomean_real": TARGET_GEOMEAN, "bytes_per_event": TARGET_BYTES_PER_EVENT},
         "pythons": {py.label: {"path": py.path, "version": py.version} for py in pythons},
