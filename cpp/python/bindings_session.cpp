@@ -52,6 +52,7 @@ void start_session(bool record_shapes, bool profile_memory, bool with_flops,
   if (c_calls && options.backend == TracerBackend::kNone) {
     throw nb::value_error("framescope: c_calls needs the Python tracer (with_stack=True)");
   }
+  prepare_hook_thread();
   try {
     enable_profiler(config);
   } catch (const SessionError& e) {
@@ -80,7 +81,7 @@ PyTrace stop_session(const std::vector<std::pair<uint64_t, std::string>>& thread
   release_record_function_names();
   for (ThreadInfo& t : trace->threads) {
     for (const auto& [ident, name] : thread_names) {
-      if (ident == t.pthread_id) t.name = name;
+      if (ident == t.os_tid) t.name = name;
     }
   }
   return PyTrace{std::move(trace), backend};

@@ -6,6 +6,7 @@
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
 #include "tracer.h"
+#include "tracer_api.h"
 
 namespace framescope::py {
 
@@ -178,7 +179,12 @@ PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {
   return g_previous_eval(ts, frame, 1);
 }
 
+void prepare_hook_thread() {
+  if (t_hook.stack_check_below == UINTPTR_MAX) learn_stack(t_hook);
+}
+
 void hook_acquire(HookUser user) {
+  prepare_hook_thread();
   if (g_hook_users == 0) {
     EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());
     if (current != framescope_eval_frame) {

@@ -26,6 +26,11 @@ struct TracerOptions {
   std::vector<std::string> prune_prefixes;  ///< path prefixes removed from file names
 };
 
+/// Learns the calling thread's stack bounds for the frame hook, if not known yet. Call it before
+/// a session starts: for the main thread it parses /proc/self/maps (~0.3 ms), which would
+/// otherwise land inside the first recorded slice.
+void prepare_hook_thread();
+
 /// Starts tracing into the active core session; `current_frames` is sys._current_frames() (the
 /// frames already running become open slices). Returns false with a Python exception set.
 bool tracer_start(const TracerOptions& options, PyObject* current_frames);

@@ -176,7 +176,8 @@ class profile:
     def stop(self) -> profile:
         if not self._running:
             raise RuntimeError("this profile is not running")
-        names = [(t.ident, t.name) for t in threading.enumerate() if t.ident is not None]
+        # By native id: pthread ids are reused by threads started after others exited.
+        names = [(t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None]
         self._running = False
         self._trace = _core._stop(names)
         for warning in self._trace.warnings:
