@@ -1,0 +1,240 @@
+// cpp/python/eval_frame_internal.h: types and per-version frame access shared by the eval_frame
+// API.
+//
+// The eval_frame API only ever looks at frames that have not started running (a fresh call, or
+// on 3.10 the first resume of a generator): their argument slots hold the bound arguments and
+// nothing else has happened yet. On 3.11+ that also means MAKE_CELL and COPY_FREE_VARS have not
+// run: an argument that is a cell still holds its raw value, and free variables are only in the
+// function's closure. On 3.10 the frame object was fully set up by the caller: cells exist (a
+// cell argument's slot is empty, its value is in the cell) and free variables hold the closure's
+// cells.
+#pragma once
+
+#include <cstdint>
+
+#include "code_extra.h"
+#include "frame_hook.h"  // first: Python.h with the internal frame headers
+
+namespace framescope::py {
+
+// ---- objects -----------------------------------------------------------------------------------
+
+/// One cached entry of a code object: a guard and the code to run when it holds. Entries form a
+/// singly linked list (most recently hit first) owned by the code's EvalState.
+struct CacheEntryObject {
+  PyObject_HEAD PyObject*
+      code;                ///< strong; null once the entry was dropped (reset_code, code death)
+  PyObject* check_fn;      ///< strong; null once dropped
+  CacheEntryObject* next;  ///< strong
+  PyObject* shadow_func;   ///< strong: function over `code` for the last closure seen, or null
+  PyObject* kwonly_names;  ///< strong tuple of keyword-only argument names, or null
+  bool same_code;          ///< `code` is the intercepted code itself: run the frame as it is
+};
+
+/// What a callback returns to cache and run code: GuardedCode(code=..., check_fn=...).
+struct GuardedCodeObject {
+  PyObject_HEAD PyObject* code;  ///< strong code object
+  PyObject* check_fn;            ///< strong callable
+};
+
+/// The frame handed to a callback: a view of a frame that has not started, valid only while the
+/// callback runs (the frame's memory belongs to CPython and is gone or reused afterwards).
+struct EvalFrameObject {
+  PyObject_HEAD FsFrame* frame;  ///< borrowed; null once the callback returned
+  PyObject* locals;              ///< strong dict shared with the guards, built on first use
+  PyObject* back;  ///< strong: the caller's frame object (or None), taken when created
+};
+
+extern PyTypeObject g_cache_entry_type;
+extern PyTypeObject g_guarded_code_type;
+extern PyTypeObject g_eval_frame_type;
+
+/// Per-code-object state, kept in CodeExtra::eval_state. GIL-protected. Reference-counted because
+/// a guard or callback may call reset_code() on the code being looked up: the lookup holds a
+/// reference and sees `detached`.
+struct EvalState {
+  Py_ssize_t refs = 1;               ///< the code's reference + one per lookup in progress
+  bool detached = false;             ///< dropped by reset_code() or the code's death
+  bool skip = false;                 ///< skip_code(), or the callback returned None
+  CacheEntryObject* head = nullptr;  ///< strong, most recently hit first
+  PyObject* frame_state = nullptr;   ///< strong dict, created for the first callback call
+};
+
+/// Live EvalStates and CacheEntry objects (leak tests).
+extern Py_ssize_t g_live_states;
+extern Py_ssize_t g_live_entries;
+
+// ---- per-thread state --------------------------------------------------------------------------
+
+struct ThreadGuardObject;
+
+/// The eval_frame API's per-thread state besides t_hook.eval_callback. Trivially constructible:
+/// initial-exec TLS read on every intercepted frame.
+struct EvalThread {
+  /// Borrowed: the next unstarted frame running this code is a shadow call made by
+  /// run_entry_code(), and runs as it is (no lookup).
+  PyObject* bypass_code;
+  /// Bumped by set_eval_frame() on this thread: after a lookup the callback taken out for the
+  /// guards and the callback is put back only if nobody set another one meanwhile.
+  uint64_t generation;
+  /// Borrowed: the object in this thread's dict whose deallocation (thread exit) gives the
+  /// thread's callback and its share of the hook back. Null until the thread enables a callback.
+  ThreadGuardObject* guard;
+};
+extern thread_local EvalThread t_eval FRAMESCOPE_TLS_IE;
+
+// ---- frames that have not started -------------------------------------------------------------
+
+/// True when a frame already ran (a generator being resumed): never offered to a callback.
+FRAMESCOPE_ALWAYS_INLINE bool frame_started(FsFrame* f) noexcept {
+#if FS_PY311
+  // Generator frames live in the generator and are evaluated only to resume it; its creation
+  // call (RETURN_GENERATOR) runs on a thread-owned frame.
+  return f->owner == FRAME_OWNED_BY_GENERATOR;
+#else
+  return f->f_lasti >= 0;
+#endif
+}
+
+/// True while a trace/profile function or a sys.monitoring callback runs on this thread.
+FRAMESCOPE_ALWAYS_INLINE bool thread_is_tracing(PyThreadState* ts) noexcept {
+  return ts->tracing > 0;
+}
+
+/// Argument slots of a code object: positional, keyword-only, *args, **kwargs.
+inline int code_arg_slots(PyCodeObject* co) noexcept {
+  return co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
+         ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+inline int code_free_count(PyCodeObject* co) noexcept {
+#if FS_PY311
+  return co->co_nfreevars;
+#else
+  return int(PyTuple_GET_SIZE(co->co_freevars));
+#endif
+}
+
+/// True for function bodies (fast locals); false for module and class bodies and exec() code,
+/// whose locals are a mapping.
+inline bool code_is_function_body(PyCodeObject* co) noexcept {
+  return (co->co_flags & CO_OPTIMIZED) != 0;
+}
+
+/// The value bound to argument slot `i` of an unstarted frame (borrowed, may be null).
+inline PyObject* frame_argument(FsFrame* f, int i) noexcept {
+#if FS_PY311
+  return f->localsplus[i];
+#else
+  PyObject* v = f->f_localsplus[i];
+  PyCodeObject* co = f->f_code;
+  if (v || !co->co_cell2arg) return v;
+  // A 3.10 argument that is also a cell was moved into its cell when the frame was made.
+  Py_ssize_t ncells = PyTuple_GET_SIZE(co->co_cellvars);
+  for (Py_ssize_t k = 0; k < ncells; k++) {
+    if (co->co_cell2arg[k] == i) {
+      PyObject* cell = f->f_localsplus[co->co_nlocals + k];
+      return cell ? PyCell_GET(cell) : nullptr;
+    }
+  }
+  return nullptr;
+#endif
+}
+
+/// The cell of free variable `j` of an unstarted frame (borrowed, may be null).
+inline PyObject* frame_free_cell(FsFrame* f, int j) noexcept {
+#if FS_PY311
+#if FS_PY312
+  PyObject* func = f->f_funcobj;
+#else
+  PyObject* func = reinterpret_cast<PyObject*>(f->f_func);
+#endif
+  if (!func || !PyFunction_Check(func)) return nullptr;
+  PyObject* closure = PyFunction_GET_CLOSURE(func);  // borrowed
+  if (!closure || !PyTuple_Check(closure) || j >= PyTuple_GET_SIZE(closure)) return nullptr;
+  return PyTuple_GET_ITEM(closure, j);
+#else
+  PyCodeObject* co = f->f_code;
+  return f->f_localsplus[co->co_nlocals + PyTuple_GET_SIZE(co->co_cellvars) + j];
+#endif
+}
+
+/// Name of argument slot `i` / free variable `j` (borrowed).
+inline PyObject* code_argument_name(PyCodeObject* co, int i) noexcept {
+#if FS_PY311
+  return PyTuple_GET_ITEM(co->co_localsplusnames, i);
+#else
+  return PyTuple_GET_ITEM(co->co_varnames, i);
+#endif
+}
+inline PyObject* code_free_name(PyCodeObject* co, int j) noexcept {
+#if FS_PY311
+  return PyTuple_GET_ITEM(co->co_localsplusnames, co->co_nlocalsplus - co->co_nfreevars + j);
+#else
+  return PyTuple_GET_ITEM(co->co_freevars, j);
+#endif
+}
+
+/// The pending exception, taken out and put back (PyErr_Fetch is deprecated on 3.12+).
+struct PendingError {
+#if FS_PY312
+  PyObject* exc = nullptr;
+  void take() noexcept { exc = PyErr_GetRaisedException(); }
+  void restore() noexcept {
+    PyErr_SetRaisedException(exc);
+    exc = nullptr;
+  }
+  PyObject* value() const noexcept { return exc; }  ///< borrowed, may be null
+  void drop() noexcept { Py_CLEAR(exc); }
+#else
+  PyObject* type = nullptr;
+  PyObject* val = nullptr;
+  PyObject* tb = nullptr;
+  void take() noexcept {
+    PyErr_Fetch(&type, &val, &tb);
+    if (!type) return;
+    PyErr_NormalizeException(&type, &val, &tb);
+    if (tb && val) PyException_SetTraceback(val, tb);
+  }
+  void restore() noexcept {
+    PyErr_Restore(type, val, tb);
+    type = val = tb = nullptr;
+  }
+  PyObject* value() const noexcept { return val; }  ///< borrowed, may be null
+  void drop() noexcept {
+    Py_CLEAR(type);
+    Py_CLEAR(val);
+    Py_CLEAR(tb);
+  }
+#endif
+};
+
+// ---- shared functions --------------------------------------------------------------------------
+
+/// f_locals of an unstarted frame: a new dict of its bound arguments and of the free variables
+/// that hold a value; for module/class bodies, their locals mapping. New reference or null.
+PyObject* build_frame_locals(FsFrame* frame);
+
+/// A Frame for the callback (new reference or null). `locals` (borrowed, may be null) is the
+/// dict the guards saw. expire_eval_frame() makes it unusable.
+PyObject* new_eval_frame(PyThreadState* ts, FsFrame* frame, PyObject* locals);
+void expire_eval_frame(PyObject* wrapper);
+
+/// A new entry running `code` (after checking that it fits frames of `frame_code`) under
+/// `check_fn`. New reference, or null with TypeError/ValueError/NotImplementedError set.
+CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyObject* check_fn);
+/// Drops an entry's references (reset_code, code death). The entry object may live on if the
+/// user holds it; it then reads as code=None, check_fn=None, next=None.
+void drop_cache_entry(CacheEntryObject* entry);
+
+/// Runs a cached entry whose code differs from the frame's on the frame's arguments and closure,
+/// then disposes of the (never started) frame. New reference or null.
+PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* entry);
+/// Error exit for an intercepted frame that never ran (the exception is set): disposes of the
+/// frame where the evaluation function must (3.12+). Returns null.
+PyObject* fail_unstarted_frame(PyThreadState* ts, FsFrame* frame);
+
+/// Adds the GuardedCode, CacheEntry and Frame types to the module. False with an exception set.
+bool eval_frame_types_init(PyObject* module);
+
+}  // namespace framescope::py
