@@ -10,6 +10,7 @@
 #include "framescope/clock.h"
 #include "frame_hook.h"
 #include "tracer.h"
+#include "tracer_api.h"
 
 namespace framescope::py {
 
@@ -35,10 +36,12 @@ std::vector<PyObject*> g_c_held;  // strong refs
 std::string type_short_name(PyTypeObject* t) { return t->tp_name ? t->tp_name : "?"; }
 
 // True for callables whose calls the Python-frame events already cover.
+// Callables whose calls are not recorded as C calls: Python functions (their frames are), and
+// record_function's own methods (the range is).
 bool is_python_callable(PyObject* callable) {
   if (PyFunction_Check(callable)) return true;
   if (PyMethod_Check(callable)) return PyFunction_Check(PyMethod_GET_FUNCTION(callable));
-  return false;
+  return is_record_function_method(callable);
 }
 
 std::string module_prefix(PyObject* self) {

@@ -172,9 +172,18 @@ PyType_Spec kSpec = {"framescope._core.record_function", sizeof(RecordFunctionOb
 
 }  // namespace
 
+PyObject* g_record_function_type = nullptr;  // borrowed from the module (lives as long)
+
+bool is_record_function_method(PyObject* callable) {
+  if (!PyCFunction_Check(callable)) return false;
+  PyObject* self = PyCFunction_GET_SELF(callable);  // borrowed
+  return self && reinterpret_cast<PyObject*>(Py_TYPE(self)) == g_record_function_type;
+}
+
 bool record_function_init(PyObject* module) {
   PyObject* type = PyType_FromSpec(&kSpec);
   if (!type) return false;
+  g_record_function_type = type;
   if (PyModule_AddObject(module, "record_function", type) < 0) {
     Py_DECREF(type);
     return false;

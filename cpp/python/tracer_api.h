@@ -51,6 +51,9 @@ bool eval_frame_api_init(PyObject* module);
 /// Adds the record_function type and the C ABI capsule to the module. False on error.
 bool record_function_init(PyObject* module);
 bool c_api_init(PyObject* module);
+/// True for a bound method of a framescope.record_function (its __exit__ seen as a C call: the
+/// range itself already shows in the trace). Needs the GIL.
+bool is_record_function_method(PyObject* callable);
 /// Releases names the record_function type pinned for the last session (after replay).
 void release_record_function_names();
 
