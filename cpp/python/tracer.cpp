@@ -287,6 +287,13 @@ bool tracer_switch_to_fallback(const char* reason) {
 
 void tracer_stop() {
   if (!g_session) return;
+  if (g_tracer.hook_records_frames && (hook_users() & kHookUserTracer) && !hook_is_current()) {
+    // Another tool set its own PEP 523 function during the session and did not chain to ours:
+    // Python calls from then on were not seen. Its hook stays (hook_release leaves it alone).
+    internal::add_session_warning(
+        "framescope: another tool replaced the PEP 523 frame hook during the session; Python "
+        "calls after that were not recorded (use backend='fallback' to profile alongside it)");
+  }
   g_tracer.hook_records_frames = false;
   g_tracer.hook_records_exits = false;
   if (g_session->fallback_running) {
