@@ -1,4 +1,5 @@
-// bench/native/range_benchmark.cpp: cost of one C++ range (FRAMESCOPE_RANGE) in each consumer state.
+// bench/native/range_benchmark.cpp: cost of one C++ range (FRAMESCOPE_RANGE) in each consumer
+// state.
 //
 // Cases (ns per range = begin + end):
 //   Disabled          nothing consumes ranges: one relaxed load and a branch (target <= 2 ns)

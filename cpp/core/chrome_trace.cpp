@@ -274,8 +274,9 @@ class ChromeWriter {
   void write_memory(const MemorySample& m) {
     const ThreadInfo& th = t_.threads[m.thread];
     begin_event();
-    buf_ += "{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", "
-            "\"pid\": ";
+    buf_ +=
+        "{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", "
+        "\"pid\": ";
     append_int(buf_, th.pid);
     buf_ += ", \"tid\": ";
     append_int(buf_, int64_t(th.os_tid));

@@ -30,7 +30,8 @@ struct CallbackEntry {
 /// An immutable list of thread-local callbacks, shared by the threads that carry it. While a
 /// non-empty list is alive it counts as a range consumer.
 struct ThreadLocalCallbacks {
-  explicit ThreadLocalCallbacks(std::vector<std::shared_ptr<CallbackEntry>> l) : list(std::move(l)) {
+  explicit ThreadLocalCallbacks(std::vector<std::shared_ptr<CallbackEntry>> l)
+      : list(std::move(l)) {
     if (!list.empty()) g_range_consumers.fetch_add(1, std::memory_order_relaxed);
   }
   ~ThreadLocalCallbacks() {
@@ -82,8 +83,8 @@ struct ObserverState {
 
 namespace {
 
-std::atomic<uint64_t> g_next_handle{1};       // callback handles
-std::atomic<uint64_t> g_next_range_handle{1}; // RecordFunction::handle()
+std::atomic<uint64_t> g_next_handle{1};        // callback handles
+std::atomic<uint64_t> g_next_range_handle{1};  // RecordFunction::handle()
 std::atomic<uint64_t> g_next_thread_id{1};
 
 struct GlobalCallbacks {
@@ -243,8 +244,8 @@ bool remove_callback(CallbackHandle handle) {
   }
   if (!internal::t_callbacks) return false;
   auto list = internal::t_callbacks->list;
-  auto it = std::find_if(list.begin(), list.end(),
-                         [&](const auto& e) { return e->handle == handle; });
+  auto it =
+      std::find_if(list.begin(), list.end(), [&](const auto& e) { return e->handle == handle; });
   if (it == list.end()) return false;
   list.erase(it);
   internal::install_thread_local_callbacks(
@@ -439,10 +440,10 @@ void RecordFunction::start_observed(std::string_view name, std::vector<RangeInpu
       bool keep_inputs = record_inputs_in_session_ && inputs && !inputs->empty();
       if (static_name_ && seq_nr < 0 && handle == 0 && !keep_inputs) {
         begin_seq_ = buffer_->append(
-            now, internal::pack_word(internal::EventKind::kRangeBegin,
-                                     (reinterpret_cast<uint64_t>(static_name_) &
-                                      internal::kPointerMask) |
-                                         (uint64_t(scope_) << 48)));
+            now, internal::pack_word(
+                     internal::EventKind::kRangeBegin,
+                     (reinterpret_cast<uint64_t>(static_name_) & internal::kPointerMask) |
+                         (uint64_t(scope_) << 48)));
       } else {
         internal::RangeDetail d;
         d.name.assign(name.data(), name.size());

@@ -20,7 +20,7 @@ struct Open {
   int64_t event;       // index in Trace::events
   uint64_t begin_seq;  // ranges only
   OpenKind kind;
-  bool initial;        // pre-existing Python frame
+  bool initial;  // pre-existing Python frame
   uint64_t frame_address;
 };
 
@@ -204,8 +204,8 @@ class Replayer {
           }
           break;
         case EventKind::kPyCall: {
-          int64_t ev = open_event(ts, symbol_for_key(payload, true),
-                                  EventCategory::kPythonFunction, thread, stack);
+          int64_t ev = open_event(ts, symbol_for_key(payload, true), EventCategory::kPythonFunction,
+                                  thread, stack);
           stack.push_back({ev, 0, OpenKind::kPython, false, 0});
           break;
         }
@@ -241,7 +241,8 @@ class Replayer {
           Symbol s;
           s.name = d.strings[payload - d.strings_base];
           s.function = s.name;
-          int64_t ev = open_event(ts, out_.intern(std::move(s)), EventCategory::kMark, thread, stack);
+          int64_t ev =
+              open_event(ts, out_.intern(std::move(s)), EventCategory::kMark, thread, stack);
           out_.events[size_t(ev)].dur_ns = -1;
           break;
         }

@@ -120,8 +120,8 @@ ThreadBuffer* attach_current_thread() noexcept {
     // Checked on every attach, not only the first: a pool worker that recorded a task of the
     // session must not record the next task when that one does not carry the session's state.
     // The thread keeps its buffer (a range it started may still end on it).
-    auto* info = dynamic_cast<ProfilerStateInfo*>(
-        ThreadLocalDebugInfo::get(DebugInfoKind::kProfilerState));
+    auto* info =
+        dynamic_cast<ProfilerStateInfo*>(ThreadLocalDebugInfo::get(DebugInfoKind::kProfilerState));
     if (!info || info->epoch != epoch) {
       t_slot = {nullptr, epoch};
       return nullptr;

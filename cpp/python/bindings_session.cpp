@@ -90,84 +90,90 @@ PyTrace stop_session(const std::vector<std::pair<uint64_t, std::string>>& thread
 nb::tuple event_tuple(const Trace& t, size_t i) {
   if (i >= t.events.size()) throw nb::index_error("event index out of range");
   const TraceEvent& e = t.events[i];
-  return nb::make_tuple(t.symbols[e.symbol].name, category_name(e.category), e.thread,
-                        e.start_ns, e.dur_ns, e.parent, e.depth, e.symbol,
-                        int(e.category));
+  return nb::make_tuple(t.symbols[e.symbol].name, category_name(e.category), e.thread, e.start_ns,
+                        e.dur_ns, e.parent, e.depth, e.symbol, int(e.category));
 }
 
 }  // namespace
 
 void bind_session(nb::module_& m) {
   m.def("_start", &start_session, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
-        "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(),
-        "memory_limit"_a, "keep_newest"_a, "propagated_only"_a = false);
+        "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
+        "keep_newest"_a, "propagated_only"_a = false);
   m.def("_stop", &stop_session, "thread_names"_a);
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def("_backend", &tracer_backend_description);
-  m.def("mark", [](const std::string& name) { framescope::mark(name); }, "name"_a,
-        "Record an instant event (a mark) on the calling thread; no-op without a session.");
-  m.def("record_memory",
-        [](uint64_t address, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-           int32_t device) {
-          framescope::record_memory(reinterpret_cast<const void*>(address), bytes,
-                                    total_allocated, total_reserved, device);
-        },
-        "address"_a, "bytes"_a, "total_allocated"_a, "total_reserved"_a = 0, "device"_a = -1);
-  m.def("label_calls",
-        [](nb::handle code, const std::string& label) {
-          if (!tracer_label_calls(code.ptr(), label)) throw nb::python_error();
-        },
-        "code"_a, "label"_a);
+  m.def(
+      "mark", [](const std::string& name) { framescope::mark(name); }, "name"_a,
+      "Record an instant event (a mark) on the calling thread; no-op without a session.");
+  m.def(
+      "record_memory",
+      [](uint64_t address, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
+         int32_t device) {
+        framescope::record_memory(reinterpret_cast<const void*>(address), bytes, total_allocated,
+                                  total_reserved, device);
+      },
+      "address"_a, "bytes"_a, "total_allocated"_a, "total_reserved"_a = 0, "device"_a = -1);
+  m.def(
+      "label_calls",
+      [](nb::handle code, const std::string& label) {
+        if (!tracer_label_calls(code.ptr(), label)) throw nb::python_error();
+      },
+      "code"_a, "label"_a);
 
   nb::class_<PyTrace>(m, "Trace")
       .def("__len__", [](const PyTrace& t) { return t.trace->events.size(); })
-      .def("event", [](const PyTrace& t, size_t i) { return event_tuple(*t.trace, i); }, "i"_a)
-      .def("symbol",
-           [](const PyTrace& t, uint32_t s) {
-             if (s >= t.trace->symbols.size()) throw nb::index_error("symbol out of range");
-             const Symbol& sym = t.trace->symbols[s];
-             return nb::make_tuple(sym.name, sym.file, sym.line, sym.function);
-           },
-           "s"_a)
+      .def(
+          "event", [](const PyTrace& t, size_t i) { return event_tuple(*t.trace, i); }, "i"_a)
+      .def(
+          "symbol",
+          [](const PyTrace& t, uint32_t s) {
+            if (s >= t.trace->symbols.size()) throw nb::index_error("symbol out of range");
+            const Symbol& sym = t.trace->symbols[s];
+            return nb::make_tuple(sym.name, sym.file, sym.line, sym.function);
+          },
+          "s"_a)
       .def_prop_ro("symbol_count", [](const PyTrace& t) { return t.trace->symbols.size(); })
-      .def("find",
-           [](const PyTrace& t, const std::string& name) {
-             std::vector<size_t> out;
-             const auto& tr = *t.trace;
-             for (size_t i = 0; i < tr.events.size(); ++i) {
-               if (tr.symbols[tr.events[i].symbol].name == name) out.push_back(i);
-             }
-             return out;
-           },
-           "name"_a, "Indices of the events with this exact name.")
-      .def("detail",
-           [](const PyTrace& t, size_t i) -> nb::object {
-             const auto& tr = *t.trace;
-             if (i >= tr.events.size()) throw nb::index_error("event index out of range");
-             if (tr.events[i].detail == UINT32_MAX) return nb::none();
-             const EventDetail& d = tr.details[tr.events[i].detail];
-             nb::list inputs;
-             for (const RangeInput& in : d.inputs) {
-               switch (in.kind) {
-                 case RangeInput::Kind::kShape:
-                   inputs.append(nb::cast(in.shape));
-                   break;
-                 case RangeInput::Kind::kInt:
-                   inputs.append(in.int_value);
-                   break;
-                 case RangeInput::Kind::kDouble:
-                   inputs.append(in.double_value);
-                   break;
-                 case RangeInput::Kind::kString:
-                   inputs.append(in.text);
-                   break;
-                 default:
-                   inputs.append(nb::none());
-               }
-             }
-             return nb::make_tuple(d.handle, d.seq_nr, d.flops, inputs);
-           },
-           "i"_a)
+      .def(
+          "find",
+          [](const PyTrace& t, const std::string& name) {
+            std::vector<size_t> out;
+            const auto& tr = *t.trace;
+            for (size_t i = 0; i < tr.events.size(); ++i) {
+              if (tr.symbols[tr.events[i].symbol].name == name) out.push_back(i);
+            }
+            return out;
+          },
+          "name"_a, "Indices of the events with this exact name.")
+      .def(
+          "detail",
+          [](const PyTrace& t, size_t i) -> nb::object {
+            const auto& tr = *t.trace;
+            if (i >= tr.events.size()) throw nb::index_error("event index out of range");
+            if (tr.events[i].detail == UINT32_MAX) return nb::none();
+            const EventDetail& d = tr.details[tr.events[i].detail];
+            nb::list inputs;
+            for (const RangeInput& in : d.inputs) {
+              switch (in.kind) {
+                case RangeInput::Kind::kShape:
+                  inputs.append(nb::cast(in.shape));
+                  break;
+                case RangeInput::Kind::kInt:
+                  inputs.append(in.int_value);
+                  break;
+                case RangeInput::Kind::kDouble:
+                  inputs.append(in.double_value);
+                  break;
+                case RangeInput::Kind::kString:
+                  inputs.append(in.text);
+                  break;
+                default:
+                  inputs.append(nb::none());
+              }
+            }
+            return nb::make_tuple(d.handle, d.seq_nr, d.flops, inputs);
+          },
+          "i"_a)
       .def_prop_ro("threads",
                    [](const PyTrace& t) {
                      nb::list out;
@@ -186,46 +192,48 @@ void bind_session(nb::module_& m) {
              }
              return out;
            })
-      .def("export_chrome_trace",
-           [](const PyTrace& t, const std::string& path) {
-             nb::gil_scoped_release release;
-             write_chrome_trace(*t.trace, path);
-           },
-           "path"_a)
+      .def(
+          "export_chrome_trace",
+          [](const PyTrace& t, const std::string& path) {
+            nb::gil_scoped_release release;
+            write_chrome_trace(*t.trace, path);
+          },
+          "path"_a)
       .def("serialize",
            [](const PyTrace& t) {
              std::string s = t.trace->serialize();
              return nb::bytes(s.data(), s.size());
            })
-      .def_static("deserialize",
-                  [](nb::bytes data) {
-                    PyTrace t;
-                    t.trace = std::make_shared<Trace>(Trace::deserialize(
-                        std::string_view(static_cast<const char*>(data.data()), data.size())));
-                    t.backend = "deserialized";
-                    return t;
-                  },
-                  "data"_a)
-      .def("merge",
-           [](PyTrace& t, const PyTrace& other, int64_t offset_ns) {
-             t.trace->merge(*other.trace, offset_ns);
-           },
-           "other"_a, "offset_ns"_a = 0)
+      .def_static(
+          "deserialize",
+          [](nb::bytes data) {
+            PyTrace t;
+            t.trace = std::make_shared<Trace>(Trace::deserialize(
+                std::string_view(static_cast<const char*>(data.data()), data.size())));
+            t.backend = "deserialized";
+            return t;
+          },
+          "data"_a)
+      .def(
+          "merge",
+          [](PyTrace& t, const PyTrace& other, int64_t offset_ns) {
+            t.trace->merge(*other.trace, offset_ns);
+          },
+          "other"_a, "offset_ns"_a = 0)
       .def_prop_ro("warnings", [](const PyTrace& t) { return t.trace->warnings; })
       .def_prop_ro("dropped_events", [](const PyTrace& t) { return t.trace->dropped_events; })
       .def_prop_ro("recorded_events", [](const PyTrace& t) { return t.trace->recorded_events; })
       .def_prop_ro("start_ns", [](const PyTrace& t) { return t.trace->start_ns; })
       .def_prop_ro("stop_ns", [](const PyTrace& t) { return t.trace->stop_ns; })
       .def_prop_ro("backend", [](const PyTrace& t) { return t.backend; })
-      .def_prop_ro("memory",
-                   [](const PyTrace& t) {
-                     nb::list out;
-                     for (const MemorySample& m : t.trace->memory) {
-                       out.append(nb::make_tuple(m.time_ns, m.thread, m.address, m.bytes,
-                                                 m.total_allocated, m.total_reserved, m.device));
-                     }
-                     return out;
-                   });
+      .def_prop_ro("memory", [](const PyTrace& t) {
+        nb::list out;
+        for (const MemorySample& m : t.trace->memory) {
+          out.append(nb::make_tuple(m.time_ns, m.thread, m.address, m.bytes, m.total_allocated,
+                                    m.total_reserved, m.device));
+        }
+        return out;
+      });
 }
 
 }  // namespace framescope::py

@@ -1,11 +1,10 @@
 // cpp/python/code_extra.h: framescope's per-code-object record, kept in the code's co_extra slot.
 #pragma once
 
-#include "py_compat.h"
-
 #include <cstdint>
 
 #include "framescope/macros.h"
+#include "py_compat.h"
 
 namespace framescope::py {
 
@@ -17,7 +16,7 @@ struct CodeExtra {
   /// tracer: frames of this code need register_code() every time (labelled calls, and on 3.11+
   /// generator code, whose creation call is evaluated through the hook but is no resume)
   bool tracer_slow_path = false;
-  void* eval_state = nullptr;        ///< eval_frame API: cache entries, frame_state, skip mark
+  void* eval_state = nullptr;  ///< eval_frame API: cache entries, frame_state, skip mark
 };
 
 /// The co_extra index framescope uses, -1 before init_code_extra().

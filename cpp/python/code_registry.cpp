@@ -1,7 +1,7 @@
 // cpp/python/code_registry.cpp: the co_extra slot shared by the tracer and the eval_frame API.
-#include "code_extra.h"
-
 #include <new>
+
+#include "code_extra.h"
 
 namespace framescope::py {
 

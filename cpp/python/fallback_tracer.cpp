@@ -1,14 +1,13 @@
 // cpp/python/fallback_tracer.cpp: sys.monitoring (3.12+) and setprofile (3.10/3.11) backends,
 // used for C calls and when Python frames cannot come from the frame hook.
-#include "py_compat.h"
-
 #include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "framescope/clock.h"
 #include "frame_hook.h"
+#include "framescope/clock.h"
+#include "py_compat.h"
 #include "tracer.h"
 #include "tracer_api.h"
 
@@ -73,8 +72,8 @@ uint64_t c_function_key(PyObject* callable) {
     if (g_c_symbols.count(key)) return key;
     name = type_short_name(PyDescr_TYPE(d)) + "." + d->d_method->ml_name;
   } else {
-    PyTypeObject* t = PyType_Check(callable) ? reinterpret_cast<PyTypeObject*>(callable)
-                                             : Py_TYPE(callable);
+    PyTypeObject* t =
+        PyType_Check(callable) ? reinterpret_cast<PyTypeObject*>(callable) : Py_TYPE(callable);
     key = reinterpret_cast<uint64_t>(t) | 2;
     if (g_c_symbols.count(key)) return key;
     name = PyType_Check(callable) ? type_short_name(t) : type_short_name(t) + ".__call__";
@@ -153,8 +152,8 @@ PyObject* mon_c_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-PyMethodDef kMonEnter = {"framescope_enter", (PyCFunction)(void (*)(void))mon_enter,
-                         METH_FASTCALL, nullptr};
+PyMethodDef kMonEnter = {"framescope_enter", (PyCFunction)(void (*)(void))mon_enter, METH_FASTCALL,
+                         nullptr};
 PyMethodDef kMonExit = {"framescope_exit", (PyCFunction)(void (*)(void))mon_exit, METH_FASTCALL,
                         nullptr};
 PyMethodDef kMonCall = {"framescope_call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL,
@@ -168,11 +167,9 @@ struct EventBinding {
   bool python;  // a Python-frame event (else a C-call event)
 };
 const EventBinding kBindings[] = {
-    {"PY_START", &kMonEnter, true},   {"PY_RESUME", &kMonEnter, true},
-    {"PY_THROW", &kMonEnter, true},   {"PY_RETURN", &kMonExit, true},
-    {"PY_YIELD", &kMonExit, true},    {"PY_UNWIND", &kMonExit, true},
-    {"CALL", &kMonCall, false},       {"C_RETURN", &kMonCExit, false},
-    {"C_RAISE", &kMonCExit, false},
+    {"PY_START", &kMonEnter, true}, {"PY_RESUME", &kMonEnter, true}, {"PY_THROW", &kMonEnter, true},
+    {"PY_RETURN", &kMonExit, true}, {"PY_YIELD", &kMonExit, true},   {"PY_UNWIND", &kMonExit, true},
+    {"CALL", &kMonCall, false},     {"C_RETURN", &kMonCExit, false}, {"C_RAISE", &kMonCExit, false},
 };
 
 PyObject* monitoring_module() {
@@ -195,9 +192,9 @@ bool monitoring_apply(PyObject* mon) {
       return false;
     }
     PyObject* func = want ? PyCFunction_New(b.def, nullptr) : Py_NewRef(Py_None);  // new
-    PyObject* r = func ? PyObject_CallMethod(mon, "register_callback", "iOO", g_fb.tool_id, ev,
-                                             func)
-                       : nullptr;
+    PyObject* r = func
+                      ? PyObject_CallMethod(mon, "register_callback", "iOO", g_fb.tool_id, ev, func)
+                      : nullptr;
     if (want) mask |= PyLong_AsLong(ev);
     Py_XDECREF(func);
     Py_DECREF(ev);
@@ -316,19 +313,25 @@ PyObject* thread_start_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) 
     const char* ev = PyUnicode_AsUTF8(args[1]);
     int what = -1;
     if (!ev) return nullptr;
-    if (!strcmp(ev, "call")) what = PyTrace_CALL;
-    else if (!strcmp(ev, "return")) what = PyTrace_RETURN;
-    else if (!strcmp(ev, "c_call")) what = PyTrace_C_CALL;
-    else if (!strcmp(ev, "c_return")) what = PyTrace_C_RETURN;
-    else if (!strcmp(ev, "c_exception")) what = PyTrace_C_EXCEPTION;
+    if (!strcmp(ev, "call"))
+      what = PyTrace_CALL;
+    else if (!strcmp(ev, "return"))
+      what = PyTrace_RETURN;
+    else if (!strcmp(ev, "c_call"))
+      what = PyTrace_C_CALL;
+    else if (!strcmp(ev, "c_return"))
+      what = PyTrace_C_RETURN;
+    else if (!strcmp(ev, "c_exception"))
+      what = PyTrace_C_EXCEPTION;
     if (what >= 0) {
       profile_callback(nullptr, reinterpret_cast<PyFrameObject*>(args[0]), what, args[2]);
     }
   }
   Py_RETURN_NONE;
 }
-PyMethodDef kThreadStartHook = {"framescope_thread_start", (PyCFunction)(void (*)(void))thread_start_hook,
-                                METH_FASTCALL, nullptr};
+PyMethodDef kThreadStartHook = {"framescope_thread_start",
+                                (PyCFunction)(void (*)(void))thread_start_hook, METH_FASTCALL,
+                                nullptr};
 
 void set_profile_all_threads(Py_tracefunc func) {
   PyInterpreterState* interp = PyThreadState_Get()->interp;

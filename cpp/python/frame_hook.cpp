@@ -82,8 +82,9 @@ FRAMESCOPE_NOINLINE bool stack_slow_path(HookThread& h, uintptr_t here, const ch
     return true;
   }
   if (remaining > kHardReserve) return true;
-  *why = "maximum recursion depth exceeded (framescope: the C stack is nearly exhausted by "
-         "frames evaluated through the PEP 523 hook)";
+  *why =
+      "maximum recursion depth exceeded (framescope: the C stack is nearly exhausted by "
+      "frames evaluated through the PEP 523 hook)";
   return false;
 }
 

@@ -1,12 +1,11 @@
 // cpp/python/frame_hook.h: the single PEP 523 hook shared by the tracer and the eval_frame API.
 #pragma once
 
-#include "py_compat.h"
-
 #include <cstdint>
 
 #include "framescope/internal/thread_buffer.h"
 #include "framescope/macros.h"
+#include "py_compat.h"
 
 #define FRAMESCOPE_TLS_IE __attribute__((tls_model("initial-exec")))
 

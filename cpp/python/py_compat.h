@@ -82,8 +82,9 @@ inline bool frame_is_resumed(FsFrame* f) noexcept {
 
 /// The part of the C recursion counter a hooked Python->Python call uses up that the same call
 /// without a hook does not (it is inlined then): _PyEval_EvalFrameDefault takes
-/// PY_EVAL_C_STACK_UNITS (2) on 3.12 and 3.13. Measured by tests/test_deep_recursion.py. The hook hands it back around the default
-/// evaluation and guards the real C stack itself (see frame_hook.cpp).
+/// PY_EVAL_C_STACK_UNITS (2) on 3.12 and 3.13. Measured by tests/test_deep_recursion.py. The hook
+/// hands it back around the default evaluation and guards the real C stack itself (see
+/// frame_hook.cpp).
 #if FS_PY312
 constexpr int kCRecursionPerHookedCall = 2;
 inline int& c_recursion_remaining(PyThreadState* ts) noexcept { return ts->c_recursion_remaining; }

@@ -22,9 +22,8 @@ namespace {
 std::vector<PyObject*> g_pinned_names;  // strong, GIL-protected
 
 struct RecordFunctionObject {
-  PyObject_HEAD
-  PyObject* name;  // str
-  PyObject* args;  // str or None
+  PyObject_HEAD PyObject* name;  // str
+  PyObject* args;                // str or None
   uint64_t pinned_epoch;
   bool entered;
   alignas(RecordFunction) unsigned char storage[sizeof(RecordFunction)];
@@ -37,8 +36,8 @@ int rf_init(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"name", "args", nullptr};
   PyObject* name = nullptr;
   PyObject* extra = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|O:record_function",
-                                   const_cast<char**>(kwlist), &name, &extra)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|O:record_function", const_cast<char**>(kwlist),
+                                   &name, &extra)) {
     return -1;
   }
   if (extra != Py_None && !PyUnicode_Check(extra)) {

@@ -19,7 +19,7 @@ namespace {
 // trace is replayed, so a key (an address) can never be reused by another object meanwhile.
 struct TracerSession {
   TracerOptions options;
-  std::vector<PyObject*> codes;  // strong
+  std::vector<PyObject*> codes;                                            // strong
   std::unordered_map<uint64_t, std::pair<PyObject*, const char*>> labels;  // key -> (type, label)
   std::string backend;
   bool fallback_running = false;
@@ -67,7 +67,8 @@ std::string unicode_to_string(PyObject* s) {
 std::string prune_path(const std::string& file) {
   if (!g_session) return file;
   for (const std::string& prefix : g_session->options.prune_prefixes) {
-    if (!prefix.empty() && file.size() > prefix.size() && file.compare(0, prefix.size(), prefix) == 0) {
+    if (!prefix.empty() && file.size() > prefix.size() &&
+        file.compare(0, prefix.size(), prefix) == 0) {
       size_t start = prefix.size();
       while (start < file.size() && file[start] == '/') ++start;
       return file.substr(start);

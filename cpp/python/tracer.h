@@ -1,16 +1,15 @@
 // cpp/python/tracer.h: the Python tracer: which frames it records and how they get their names.
 #pragma once
 
-#include "py_compat.h"
-
 #include <atomic>
 #include <string>
 #include <vector>
 
 #include "code_extra.h"
-#include "tracer_api.h"
 #include "framescope/internal/thread_buffer.h"
 #include "framescope/session.h"
+#include "py_compat.h"
+#include "tracer_api.h"
 
 namespace framescope::py {
 
@@ -29,7 +28,8 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame);
 /// The key recorded for a frame: its code object, or a labelled-call key. Needs the GIL.
 FRAMESCOPE_ALWAYS_INLINE uint64_t frame_key(PyCodeObject* code, FsFrame* frame) {
   CodeExtra* extra = find_code_extra(code);
-  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch && !extra->tracer_slow_path)) {
+  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch &&
+                        !extra->tracer_slow_path)) {
     return reinterpret_cast<uint64_t>(code);
   }
   return register_code(code, frame);

@@ -22,8 +22,8 @@ enum class TracerBackend : uint8_t {
 /// Options of the Python tracer for one session.
 struct TracerOptions {
   TracerBackend backend = TracerBackend::kFrameHook;  ///< requested backend
-  bool c_calls = false;                     ///< also record builtins called from Python
-  std::vector<std::string> prune_prefixes;  ///< path prefixes removed from file names
+  bool c_calls = false;                               ///< also record builtins called from Python
+  std::vector<std::string> prune_prefixes;            ///< path prefixes removed from file names
 };
 
 /// Learns the calling thread's stack bounds for the frame hook, if not known yet. Call it before

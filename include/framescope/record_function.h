@@ -179,8 +179,8 @@ class RecordFunction {
 
   // Set by init() only (indeterminate while !initialized_).
   const char* static_name_;
-  internal::ThreadBuffer* buffer_;        // session buffer of the starting thread, or null
-  internal::ObserverState* observers_;    // owned; only when callbacks observe it
+  internal::ThreadBuffer* buffer_;      // session buffer of the starting thread, or null
+  internal::ObserverState* observers_;  // owned; only when callbacks observe it
   uint64_t begin_seq_;
   uint64_t session_epoch_;
   uint64_t thread_id_;

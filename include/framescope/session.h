@@ -21,8 +21,8 @@ class SessionError : public std::logic_error {
 
 /// Which threads record into a session.
 enum class ThreadScope : uint8_t {
-  kAllThreads,   ///< every thread of the process (default; what the Python tracer needs)
-  kPropagated,   ///< the enabling thread and threads that carry its ThreadLocalState
+  kAllThreads,  ///< every thread of the process (default; what the Python tracer needs)
+  kPropagated,  ///< the enabling thread and threads that carry its ThreadLocalState
 };
 
 /// What to do when the session's buffers reach `memory_limit_bytes`.
@@ -40,7 +40,7 @@ struct SessionConfig {
   LimitPolicy on_limit = LimitPolicy::kStopRecording;
   size_t memory_limit_bytes = size_t(1) << 30;  ///< across all threads; >= one chunk per thread
   size_t prefault_bytes = size_t(8) << 20;      ///< chunks faulted in at start, then reused
-  bool start_stop_marks = true;  ///< record "__start_profile"/"__stop_profile" marks
+  bool start_stop_marks = true;                 ///< record "__start_profile"/"__stop_profile" marks
 };
 
 /// Per-thread raw events of a stopped session, before replay. Opaque; move-only.

@@ -36,13 +36,13 @@ struct Symbol {
 struct TraceEvent {
   int64_t start_ns = 0;  ///< CLOCK_MONOTONIC ns
   int64_t dur_ns = 0;
-  int64_t parent = -1;   ///< index of the enclosing event on the same thread, -1 at the root
-  uint32_t symbol = 0;   ///< index into Trace::symbols
-  uint32_t thread = 0;   ///< index into Trace::threads
+  int64_t parent = -1;  ///< index of the enclosing event on the same thread, -1 at the root
+  uint32_t symbol = 0;  ///< index into Trace::symbols
+  uint32_t thread = 0;  ///< index into Trace::threads
   uint32_t depth = 0;
   uint32_t detail = UINT32_MAX;  ///< index into Trace::details or UINT32_MAX
   EventCategory category = EventCategory::kOther;
-  bool async_end = false;  ///< ended on another thread
+  bool async_end = false;     ///< ended on another thread
   bool open_at_stop = false;  ///< still open when the session stopped (closed at stop time)
 };
 

@@ -73,8 +73,8 @@ void expect_x_slices_nest(const Parsed& p) {
     for (const auto& [start, end] : slices) {
       while (!open_ends.empty() && open_ends.back() <= start) open_ends.pop_back();
       if (!open_ends.empty()) {
-        EXPECT_LE(end, open_ends.back()) << "slice [" << start << ", " << end
-                                         << ") overlaps its parent on tid " << tid.second;
+        EXPECT_LE(end, open_ends.back())
+            << "slice [" << start << ", " << end << ") overlaps its parent on tid " << tid.second;
       }
       open_ends.push_back(end);
     }
@@ -107,15 +107,15 @@ TEST_F(ChromeTraceTest, AppendJsonEscapedHandlesEveryClassOfCharacter) {
   EXPECT_EQ(escaped("n\nr\rt\t"), "n\\nr\\rt\\t");
   EXPECT_EQ(escaped(std::string_view("\x00\x01\x1f", 3)), "\\u0000\\u0001\\u001f");
   EXPECT_EQ(escaped("\x7f"), "\\u007f");
-  EXPECT_EQ(escaped("caf\xc3\xa9"), "caf\xc3\xa9");                // é kept as UTF-8
-  EXPECT_EQ(escaped("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");      // emoji kept
-  EXPECT_EQ(escaped("\xff"), "\\ufffd");                          // not a lead byte
-  EXPECT_EQ(escaped("\x80"), "\\ufffd");                          // lone continuation
-  EXPECT_EQ(escaped("\xc0\xaf"), "\\ufffd\\ufffd");               // overlong '/'
-  EXPECT_EQ(escaped("\xed\xa0\x80"), "\\ufffd\\ufffd\\ufffd");    // UTF-16 surrogate
+  EXPECT_EQ(escaped("caf\xc3\xa9"), "caf\xc3\xa9");                        // é kept as UTF-8
+  EXPECT_EQ(escaped("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");              // emoji kept
+  EXPECT_EQ(escaped("\xff"), "\\ufffd");                                   // not a lead byte
+  EXPECT_EQ(escaped("\x80"), "\\ufffd");                                   // lone continuation
+  EXPECT_EQ(escaped("\xc0\xaf"), "\\ufffd\\ufffd");                        // overlong '/'
+  EXPECT_EQ(escaped("\xed\xa0\x80"), "\\ufffd\\ufffd\\ufffd");             // UTF-16 surrogate
   EXPECT_EQ(escaped("\xf4\x90\x80\x80"), "\\ufffd\\ufffd\\ufffd\\ufffd");  // > U+10FFFF
-  EXPECT_EQ(escaped("x\xe2\x82"), "x\\ufffd\\ufffd");             // truncated at the end
-  EXPECT_EQ(escaped("\xe2\x82y"), "\\ufffd\\ufffdy");             // truncated mid-string
+  EXPECT_EQ(escaped("x\xe2\x82"), "x\\ufffd\\ufffd");                      // truncated at the end
+  EXPECT_EQ(escaped("\xe2\x82y"), "\\ufffd\\ufffdy");                      // truncated mid-string
   std::string appended = "keep:";
   append_json_escaped(appended, "\"");
   EXPECT_EQ(appended, "keep:\\\"") << "appends, does not overwrite";
@@ -266,8 +266,7 @@ TEST_F(ChromeTraceTest, MarksAreInstantsAndMemoryIsACounter) {
   ASSERT_EQ(samples.size(), 2u);
   EXPECT_EQ(samples[0]->at("args").at("Bytes").text, "100");
   EXPECT_EQ(samples[1]->at("args").at("Bytes").text, "-100");
-  EXPECT_EQ(samples[0]->at("args").at("Addr").text,
-            std::to_string(reinterpret_cast<uint64_t>(&x)));
+  EXPECT_EQ(samples[0]->at("args").at("Addr").text, std::to_string(reinterpret_cast<uint64_t>(&x)));
   EXPECT_EQ(p.base + us_literal_to_ns(counters[0]->at("ts").text), t.memory[0].time_ns);
   EXPECT_EQ(events_with(p, "i", "Record Window End").size(), 1u);
 }
@@ -282,9 +281,7 @@ TEST_F(ChromeTraceTest, AsyncRangesDoNotBreakNesting) {
       async = std::make_unique<RecordFunction>();
       async->before("async_op");
     }
-    {
-      FRAMESCOPE_RANGE("later_sibling");
-    }
+    { FRAMESCOPE_RANGE("later_sibling"); }
     std::thread th([&] { async->end(); });
     th.join();
   });
@@ -324,8 +321,9 @@ TEST_F(ChromeTraceTest, DetailsBecomeArgs) {
   Trace t = record(
       [] {
         RecordFunction rf;
-        rf.before("aten::mm", {RangeInput::of_shape({2, 3}), RangeInput::of_shape({3, 5}, "double"),
-                               RangeInput::of_int(1)},
+        rf.before("aten::mm",
+                  {RangeInput::of_shape({2, 3}), RangeInput::of_shape({3, 5}, "double"),
+                   RangeInput::of_int(1)},
                   9);
       },
       cfg);

@@ -1,9 +1,9 @@
 // tests/native/clock_test.cpp: tick reads and the tick -> CLOCK_MONOTONIC ns calibration.
+#include "framescope/clock.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
-
-#include "framescope/clock.h"
 
 namespace {
 

@@ -131,7 +131,8 @@ TEST_F(DebugInfoTest, WrapWithThreadLocalStateCapturesAtWrapTime) {
   std::function<int(int)> wrapped;
   {
     DebugInfoGuard g(DebugInfoKind::kTestInfo, std::make_shared<Tag>(4));
-    wrapped = wrap_with_thread_local_state([](int add) { return tag_of(DebugInfoKind::kTestInfo) + add; });
+    wrapped = wrap_with_thread_local_state(
+        [](int add) { return tag_of(DebugInfoKind::kTestInfo) + add; });
   }
   EXPECT_EQ(tag_of(DebugInfoKind::kTestInfo), -1);
   EXPECT_EQ(wrapped(10), 14);
@@ -149,7 +150,8 @@ TEST_F(DebugInfoTest, ThreadPoolRunsTasksUnderTheSubmittersState) {
   EXPECT_EQ(with_state.get(), 21);
   // Workers go back to their own (empty) state after a task.
   std::vector<std::future<int>> later;
-  for (int i = 0; i < 8; ++i) later.push_back(pool.submit([] { return tag_of(DebugInfoKind::kTestInfo); }));
+  for (int i = 0; i < 8; ++i)
+    later.push_back(pool.submit([] { return tag_of(DebugInfoKind::kTestInfo); }));
   for (auto& f : later) EXPECT_EQ(f.get(), -1);
 }
 
@@ -181,9 +183,7 @@ TEST_F(DebugInfoTest, ThreadLocalStateCarriesCallbacksToo) {
   }));
   ThreadLocalState state;
   std::thread th([&] {
-    {
-      FRAMESCOPE_RANGE("before_guard");
-    }
+    { FRAMESCOPE_RANGE("before_guard"); }
     ThreadLocalStateGuard guard(state);
     FRAMESCOPE_RANGE("under_guard");
   });

@@ -1,4 +1,5 @@
-// tests/native/disabled_macros_test.cpp: with FRAMESCOPE_DISABLE the range macros compile to nothing.
+// tests/native/disabled_macros_test.cpp: with FRAMESCOPE_DISABLE the range macros compile to
+// nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -174,10 +174,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       char c = in_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= uint32_t(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= uint32_t(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= uint32_t(c - 'A' + 10);
-      else fail("bad hex digit");
+      if (c >= '0' && c <= '9')
+        v |= uint32_t(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= uint32_t(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= uint32_t(c - 'A' + 10);
+      else
+        fail("bad hex digit");
     }
     return v;
   }
@@ -205,10 +209,14 @@ class Parser {
     size_t n;
     uint32_t cp;
     if (c < 0x80) return 1;
-    if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
-    else return 0;
+    if ((c & 0xE0) == 0xC0)
+      n = 2, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0)
+      n = 3, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0)
+      n = 4, cp = c & 0x07;
+    else
+      return 0;
     if (pos_ + n > in_.size()) return 0;
     for (size_t k = 1; k < n; ++k) {
       if ((b(k) & 0xC0) != 0x80) return 0;
@@ -235,14 +243,30 @@ class Parser {
         char e = peek();
         ++pos_;
         switch (e) {
-          case '"': out.push_back('"'); break;
-          case '\\': out.push_back('\\'); break;
-          case '/': out.push_back('/'); break;
-          case 'b': out.push_back('\b'); break;
-          case 'f': out.push_back('\f'); break;
-          case 'n': out.push_back('\n'); break;
-          case 'r': out.push_back('\r'); break;
-          case 't': out.push_back('\t'); break;
+          case '"':
+            out.push_back('"');
+            break;
+          case '\\':
+            out.push_back('\\');
+            break;
+          case '/':
+            out.push_back('/');
+            break;
+          case 'b':
+            out.push_back('\b');
+            break;
+          case 'f':
+            out.push_back('\f');
+            break;
+          case 'n':
+            out.push_back('\n');
+            break;
+          case 'r':
+            out.push_back('\r');
+            break;
+          case 't':
+            out.push_back('\t');
+            break;
           case 'u': {
             uint32_t cp = hex4();
             if (cp >= 0xD800 && cp <= 0xDBFF) {

@@ -1,4 +1,5 @@
-// tests/native/observers_test.cpp: RecordFunction observers: pairing, mid-range changes, sampling, filters.
+// tests/native/observers_test.cpp: RecordFunction observers: pairing, mid-range changes, sampling,
+// filters.
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -55,9 +56,7 @@ TEST_F(ObserversTest, GlobalCallbackSeesStartAndEndWithItsContext) {
     FRAMESCOPE_RANGE("a");
     EXPECT_EQ(c.starts.load(), 1);
     EXPECT_EQ(c.ends.load(), 0);
-    {
-      FRAMESCOPE_USER_RANGE("b");
-    }
+    { FRAMESCOPE_USER_RANGE("b"); }
     EXPECT_EQ(c.ends.load(), 1);
   }
   EXPECT_EQ(c.starts.load(), 2);
@@ -81,7 +80,8 @@ TEST_F(ObserversTest, ManyObserversRunInOrderAndStayPaired) {
         },
         [&calls, i](const RecordFunction&, ObserverContext* ctx) {
           auto* tag = dynamic_cast<TagContext*>(ctx);
-          calls.push_back("end" + std::to_string(i) + (tag && tag->name == std::to_string(i) ? "" : "!"));
+          calls.push_back("end" + std::to_string(i) +
+                          (tag && tag->name == std::to_string(i) ? "" : "!"));
         })));
   }
   {
@@ -128,9 +128,7 @@ TEST_F(ObserversTest, ThreadLocalCallbackStaysOnItsThreadUnlessPropagated) {
   std::thread plain([] { FRAMESCOPE_RANGE("plain_thread"); });
   plain.join();
   EXPECT_EQ(c.starts.load(), 0);
-  {
-    FRAMESCOPE_RANGE("own_thread");
-  }
+  { FRAMESCOPE_RANGE("own_thread"); }
   EXPECT_EQ(c.starts.load(), 1);
   std::thread carried = launch_with_thread_local_state([] { FRAMESCOPE_RANGE("carried"); });
   carried.join();
@@ -143,9 +141,7 @@ TEST_F(ObserversTest, ThreadLocalCallbackStaysOnItsThreadUnlessPropagated) {
   EXPECT_EQ(c.ends.load(), 3);
   EXPECT_EQ(c.mismatched.load(), 0);
   EXPECT_TRUE(remove_callback(h));
-  {
-    FRAMESCOPE_RANGE("after_remove");
-  }
+  { FRAMESCOPE_RANGE("after_remove"); }
   EXPECT_EQ(c.starts.load(), 3);
   EXPECT_EQ(internal::g_range_consumers.load(), 0);
 }
@@ -184,9 +180,7 @@ TEST_F(ObserversTest, AddedMidRangeDoesNotSeeTheEnd) {
     CallbackHandle keep = add_global_callback(other.callback());
     FRAMESCOPE_RANGE("started_before_add");
     CallbackHandle h = add_global_callback(c.callback());
-    {
-      FRAMESCOPE_RANGE("started_after_add");
-    }
+    { FRAMESCOPE_RANGE("started_after_add"); }
     EXPECT_TRUE(remove_callback(h));
     EXPECT_TRUE(remove_callback(keep));
   }
@@ -220,9 +214,7 @@ TEST_F(ObserversTest, DisableAndReenableMidRangeKeepPairing) {
       EXPECT_TRUE(reenable_callback(h));
       // started while disabled: re-enabling must not produce an unpaired end
     }
-    {
-      FRAMESCOPE_RANGE("after_reenable");
-    }
+    { FRAMESCOPE_RANGE("after_reenable"); }
   }
   EXPECT_EQ(c.starts.load(), 2);
   EXPECT_EQ(c.ends.load(), 2);
@@ -238,14 +230,10 @@ TEST_F(ObserversTest, DisableThreadLocalCallback) {
   Counter c;
   CallbackHandle h = add_thread_local_callback(c.callback());
   EXPECT_TRUE(disable_callback(h));
-  {
-    FRAMESCOPE_RANGE("x");
-  }
+  { FRAMESCOPE_RANGE("x"); }
   EXPECT_EQ(c.starts.load(), 0);
   EXPECT_TRUE(reenable_callback(h));
-  {
-    FRAMESCOPE_RANGE("y");
-  }
+  { FRAMESCOPE_RANGE("y"); }
   EXPECT_EQ(c.starts.load(), 1);
   EXPECT_EQ(c.ends.load(), 1);
 }
@@ -277,11 +265,10 @@ TEST_F(ObserversTest, ObserverEndRunsOnTheEndingThread) {
 std::vector<int> sampled_indices(uint32_t seed, double p, int n) {
   std::vector<int> hits;
   int current = -1;
-  CallbackHandle h = add_global_callback(
-      RecordFunctionCallback([&](const RecordFunction&) {
-        hits.push_back(current);
-        return nullptr;
-      }).sampling_prob(p));
+  CallbackHandle h = add_global_callback(RecordFunctionCallback([&](const RecordFunction&) {
+                                           hits.push_back(current);
+                                           return nullptr;
+                                         }).sampling_prob(p));
   set_record_function_seed_for_testing(seed);
   for (current = 0; current < n; ++current) {
     FRAMESCOPE_RANGE("sampled");
@@ -374,8 +361,9 @@ TEST_F(ObserversTest, ScopeFilterSelectsScopes) {
 }
 
 TEST_F(ObserversTest, FilteredOutScopeLeavesRangeInertWithoutSession) {
-  add_global_callback(RecordFunctionCallback([](const RecordFunction&) { return nullptr; })
-                          .scopes({RecordScope::kUserScope}));
+  add_global_callback(RecordFunctionCallback([](const RecordFunction&) {
+                        return nullptr;
+                      }).scopes({RecordScope::kUserScope}));
   RecordFunction rf("fn_scope");
   EXPECT_FALSE(rf.is_active());
 }
@@ -386,9 +374,7 @@ TEST_F(ObserversTest, HandlesOnlyWhenAnObserverNeedsIds) {
     handles.push_back(rf.handle());
     return nullptr;
   }));
-  {
-    FRAMESCOPE_RANGE("no_ids");
-  }
+  { FRAMESCOPE_RANGE("no_ids"); }
   ASSERT_EQ(handles.size(), 1u);
   EXPECT_EQ(handles[0], 0u);
   remove_callback(h);
@@ -493,9 +479,7 @@ TEST_F(ObserversTest, ClearCallbacksRemovesEverything) {
   add_thread_local_callback(l.callback());
   clear_callbacks();
   EXPECT_EQ(internal::g_range_consumers.load(), 0);
-  {
-    FRAMESCOPE_RANGE("cleared");
-  }
+  { FRAMESCOPE_RANGE("cleared"); }
   EXPECT_EQ(g.starts.load() + l.starts.load(), 0);
 }
 

@@ -1,10 +1,11 @@
-// tests/native/session_test.cpp: session lifecycle, marks, memory, propagation, limits, replay keys.
+// tests/native/session_test.cpp: session lifecycle, marks, memory, propagation, limits, replay
+// keys.
 #include <atomic>
 #include <future>
 #include <thread>
 
-#include "framescope/internal/thread_buffer.h"
 #include "chunk_pool.h"
+#include "framescope/internal/thread_buffer.h"
 #include "session_impl.h"
 #include "test_support.h"
 #include "thread_identity.h"
@@ -64,9 +65,7 @@ TEST_F(SessionTest, EnablingTwiceIsAnError) {
   other.join();
   EXPECT_TRUE(threw.load()) << "a second session from another thread is an error too";
   EXPECT_TRUE(profiler_enabled()) << "a failed enable leaves the running session alone";
-  {
-    FRAMESCOPE_RANGE("still_recorded");
-  }
+  { FRAMESCOPE_RANGE("still_recorded"); }
   Trace t = stop_profiler();
   EXPECT_EQ(find_events(t, "still_recorded").size(), 1u);
   // and after stopping, enabling works again
@@ -188,7 +187,8 @@ TEST_F(SessionTest, PropagatedScopeFollowsThreadLocalState) {
         pool_tid = pool.submit([] {
                          FRAMESCOPE_RANGE("pool_range");
                          return framescope::internal::os_thread_id();
-                       }).get();
+                       })
+                       .get();
         std::thread launched = launch_with_thread_local_state([&] {
           FRAMESCOPE_RANGE("launched_range");
           launched_tid = framescope::internal::os_thread_id();
@@ -217,9 +217,7 @@ TEST_F(SessionTest, PropagatedScopeDoesNotLeakThroughReusedWorkers) {
   Trace t = record(
       [&] {
         pool.submit([] { FRAMESCOPE_RANGE("propagated_task"); }).get();
-        std::thread outsider([&] {
-          pool.submit([] { FRAMESCOPE_RANGE("outsider_task"); }).get();
-        });
+        std::thread outsider([&] { pool.submit([] { FRAMESCOPE_RANGE("outsider_task"); }).get(); });
         outsider.join();
         pool.submit([] { FRAMESCOPE_RANGE("propagated_again"); }).get();
       },
@@ -264,9 +262,7 @@ TEST_F(SessionTest, BackToBackSessionsAreIndependent) {
 
 TEST_F(SessionTest, StopFromAnotherThread) {
   enable_profiler();
-  {
-    FRAMESCOPE_RANGE("on_main");
-  }
+  { FRAMESCOPE_RANGE("on_main"); }
   Trace t;
   std::thread stopper([&] { t = stop_profiler(); });
   stopper.join();

@@ -93,8 +93,8 @@ inline void expect_well_formed(const Trace& t) {
     EXPECT_GE(e.start_ns, p.start_ns) << "event " << i;
     if (!e.async_end && !p.async_end) {
       int64_t end = e.start_ns + std::max<int64_t>(e.dur_ns, 0);
-      EXPECT_LE(end, p.start_ns + p.dur_ns) << "event " << i << " " << name_of(t, e)
-                                            << " outlives parent " << name_of(t, p);
+      EXPECT_LE(end, p.start_ns + p.dur_ns)
+          << "event " << i << " " << name_of(t, e) << " outlives parent " << name_of(t, p);
     }
   }
 }

@@ -7,16 +7,17 @@ namespace framescope::internal {
 
 /// What a RawEvent records; stored in the top 8 bits of `RawEvent::word`.
 enum class EventKind : uint8_t {
-  kRangeBegin = 1,     ///< payload: static `const char*` name (48 bits) | scope << 48
-  kRangeBeginSide = 2, ///< payload: index into the buffer's range details (dynamic name, ids, inputs)
-  kRangeEnd = 3,       ///< payload: seq of the matching begin on this buffer
-  kPyCall = 4,         ///< payload: opaque Python key (code object pointer or labelled-call key)
-  kPyReturn = 5,       ///< payload: unused
-  kCCall = 6,          ///< payload: opaque C-function key
-  kCReturn = 7,        ///< payload: unused
-  kMark = 8,           ///< payload: index into the buffer's strings
-  kMemory = 9,         ///< payload: index into the buffer's memory records
-  kPyAnchor = 10,      ///< payload: address of the pre-existing frame under a depth-0 call
+  kRangeBegin = 1,  ///< payload: static `const char*` name (48 bits) | scope << 48
+  kRangeBeginSide =
+      2,           ///< payload: index into the buffer's range details (dynamic name, ids, inputs)
+  kRangeEnd = 3,   ///< payload: seq of the matching begin on this buffer
+  kPyCall = 4,     ///< payload: opaque Python key (code object pointer or labelled-call key)
+  kPyReturn = 5,   ///< payload: unused
+  kCCall = 6,      ///< payload: opaque C-function key
+  kCReturn = 7,    ///< payload: unused
+  kMark = 8,       ///< payload: index into the buffer's strings
+  kMemory = 9,     ///< payload: index into the buffer's memory records
+  kPyAnchor = 10,  ///< payload: address of the pre-existing frame under a depth-0 call
 };
 
 /// Layout (16 bytes, no padding):

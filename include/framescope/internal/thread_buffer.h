@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "framescope/macros.h"
 #include "framescope/internal/raw_event.h"
+#include "framescope/macros.h"
 #include "framescope/range_input.h"
 
 namespace framescope::internal {
