@@ -14,7 +14,7 @@
 namespace framescope {
 namespace internal {
 
-__thread ThreadSlot t_slot = {nullptr, 0};
+__thread ThreadSlot t_slot __attribute__((tls_model("initial-exec"))) = {nullptr, 0};
 std::atomic<uint64_t> g_session_epoch{0};
 
 namespace {

@@ -40,7 +40,8 @@ extern bool g_use_tsc;
 }  // namespace internal
 
 /// The timestamp stored in events: TSC ticks when reliable, otherwise monotonic nanoseconds.
-inline uint64_t now_ticks() noexcept {
+/// Always inlined: GCC otherwise leaves it out of line in large hot functions (the frame hook).
+__attribute__((always_inline)) inline uint64_t now_ticks() noexcept {
 #if FRAMESCOPE_HAVE_TSC
   if (__builtin_expect(internal::g_use_tsc, 1)) return __rdtsc();
   return monotonic_ns();

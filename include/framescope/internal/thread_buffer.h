@@ -141,11 +141,16 @@ class ThreadBuffer {
 /// plain TLS load. `epoch` says which session `buffer` belongs to. Declared `__thread` rather
 /// than `thread_local`: an `extern thread_local` makes every use in another translation unit
 /// call through (or test for) a TLS init wrapper; `__thread` guarantees static initialization.
+///
+/// Initial-exec TLS model: the slot is reached at a fixed offset from %fs, even when the core is
+/// linked into a dlopen()ed Python extension, where the default (general-dynamic) model calls
+/// __tls_get_addr on every access -- twice per traced Python call. glibc keeps static TLS room
+/// for such objects in dlopen()ed libraries; 16 bytes is far below that reserve.
 struct ThreadSlot {
   ThreadBuffer* buffer;
   uint64_t epoch;
 };
-extern __thread ThreadSlot t_slot;
+extern __thread ThreadSlot t_slot __attribute__((tls_model("initial-exec")));
 /// Epoch of the recording session, 0 when none records.
 extern std::atomic<uint64_t> g_session_epoch;
 
