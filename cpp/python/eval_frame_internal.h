@@ -26,7 +26,7 @@ struct CacheEntryObject {
       code;                ///< strong; null once the entry was dropped (reset_code, code death)
   PyObject* check_fn;      ///< strong; null once dropped
   CacheEntryObject* next;  ///< strong
-  PyObject* shadow_func;   ///< strong: function over `code` for the last closure seen, or null
+  PyObject* shadow_func;   ///< strong: an idle function over `code` (see acquire_shadow), or null
   PyObject* kwonly_names;  ///< strong tuple of keyword-only argument names, or null
   bool same_code;          ///< `code` is the intercepted code itself: run the frame as it is
 };
@@ -141,14 +141,22 @@ inline PyObject* frame_argument(FsFrame* f, int i) noexcept {
 #endif
 }
 
+#if FS_PY311
+/// The function object whose call made the frame (borrowed; a function for every frame the hook
+/// sees, but checked before use).
+inline PyObject* frame_function(FsFrame* f) noexcept {
+#if FS_PY312
+  return f->f_funcobj;
+#else
+  return reinterpret_cast<PyObject*>(f->f_func);
+#endif
+}
+#endif
+
 /// The cell of free variable `j` of an unstarted frame (borrowed, may be null).
 inline PyObject* frame_free_cell(FsFrame* f, int j) noexcept {
 #if FS_PY311
-#if FS_PY312
-  PyObject* func = f->f_funcobj;
-#else
-  PyObject* func = reinterpret_cast<PyObject*>(f->f_func);
-#endif
+  PyObject* func = frame_function(f);
   if (!func || !PyFunction_Check(func)) return nullptr;
   PyObject* closure = PyFunction_GET_CLOSURE(func);  // borrowed
   if (!closure || !PyTuple_Check(closure) || j >= PyTuple_GET_SIZE(closure)) return nullptr;

@@ -86,39 +86,75 @@ PyObject* frame_closure(FsFrame* frame, int nfree) {
   return closure;
 }
 
-bool closure_matches(PyObject* func, FsFrame* frame, int nfree) {
-  PyObject* closure = PyFunction_GET_CLOSURE(func);  // borrowed
-  if (nfree == 0) return true;
-  if (!closure || !PyTuple_Check(closure) || PyTuple_GET_SIZE(closure) != nfree) return false;
-  for (int j = 0; j < nfree; j++) {
-    if (PyTuple_GET_ITEM(closure, j) != frame_free_cell(frame, j)) return false;
-  }
-  return true;
+// The globals an idle shadow function points to (an empty dict, shared).
+PyObject* g_idle_globals = nullptr;
+
+// Shadow functions are reused: making a function costs more than the whole rest of a cache hit.
+// But an entry is reachable from its code object's co_extra, which the garbage collector cannot
+// see, so whatever the entry holds stays alive: a shadow function kept with the frame's globals
+// or closure would keep those alive (and, through them, usually the function and its code, which
+// then never dies). So the entry keeps an idle shadow (empty globals, no closure), points it at
+// the frame's globals, builtins and closure for one call, and makes it idle again afterwards. It
+// does so only when nothing else holds the function: a frame running it (recursion), or a
+// generator it created, hold a reference; then a new function is made for that call.
+void point_function(PyFunctionObject* fn, PyObject* globals, PyObject* builtins,
+                    PyObject* closure) {
+  // Py_SETREF assigns before it releases: finalizers see a consistent function.
+  Py_SETREF(fn->func_globals, Py_NewRef(globals));
+  Py_SETREF(fn->func_builtins, Py_NewRef(builtins));
+  Py_XSETREF(fn->func_closure, Py_XNewRef(closure));
 }
 
-// The function the entry's code runs as on this frame (borrowed from the entry). Cached for the
-// last globals and closure seen, which is every call of the same function object.
-PyObject* shadow_function(CacheEntryObject* e, FsFrame* frame) {
-  PyObject* globals = frame->f_globals;  // borrowed
+// A function over the entry's code, pointed at this frame's globals, builtins and closure. New
+// reference or null.
+PyObject* acquire_shadow(CacheEntryObject* e, FsFrame* frame) {
   int nfree = code_free_count(frame_code(frame));
-  PyObject* cached = e->shadow_func;
-  if (cached && PyFunction_GET_GLOBALS(cached) == globals &&
-      closure_matches(cached, frame, nfree)) {
-    return cached;
-  }
-  PyObject* func = PyFunction_New(e->code, globals);  // new
-  if (!func) return nullptr;
+  PyObject* closure = nullptr;  // new
   if (nfree) {
-    PyObject* closure = frame_closure(frame, nfree);  // new
-    if (!closure || PyFunction_SetClosure(func, closure) < 0) {
-      Py_XDECREF(closure);
-      Py_DECREF(func);
+#if FS_PY311
+    // The intercepted function's own closure tuple (the frame has no cells of its own yet).
+    PyObject* func = frame_function(frame);  // borrowed
+    closure = PyFunction_Check(func) ? Py_XNewRef(PyFunction_GET_CLOSURE(func)) : nullptr;
+    if (!closure) {
+      PyErr_SetString(PyExc_SystemError, "framescope.eval_frame: the frame has no closure");
       return nullptr;
     }
-    Py_DECREF(closure);
+#else
+    closure = frame_closure(frame, nfree);
+    if (!closure) return nullptr;
+#endif
   }
-  Py_XSETREF(e->shadow_func, func);
-  return func;
+  if (!g_idle_globals && !(g_idle_globals = PyDict_New())) {
+    Py_XDECREF(closure);
+    return nullptr;
+  }
+  PyObject* fn = e->shadow_func;
+  if (fn && Py_REFCNT(fn) == 1) {
+    Py_INCREF(fn);
+  } else {
+    fn = PyFunction_New(e->code, g_idle_globals);  // new
+    if (!fn) {
+      Py_XDECREF(closure);
+      return nullptr;
+    }
+    if (!e->shadow_func) e->shadow_func = Py_NewRef(fn);
+  }
+  point_function(reinterpret_cast<PyFunctionObject*>(fn), frame->f_globals, frame->f_builtins,
+                 closure);
+  Py_XDECREF(closure);
+  return fn;
+}
+
+void release_shadow(CacheEntryObject* e, PyObject* fn) {
+  if (fn == e->shadow_func) {
+    if (Py_REFCNT(fn) == 2) {
+      point_function(reinterpret_cast<PyFunctionObject*>(fn), g_idle_globals, g_idle_globals,
+                     nullptr);
+    } else {
+      Py_CLEAR(e->shadow_func);  // still in use (a generator): not idle, so not kept
+    }
+  }
+  Py_DECREF(fn);
 }
 
 PyObject* missing_argument() {
@@ -252,7 +288,10 @@ CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyOb
     Py_XDECREF(kwonly_names);
     return nullptr;
   }
-  e->code = Py_NewRef(code);
+  // An entry caching the frame's own code refers to it without a reference: the code owns the
+  // entry (through co_extra, which the garbage collector does not see), so a reference back would
+  // keep the code alive forever. drop_cache_entry() forgets it before the code can die.
+  e->code = same ? code : Py_NewRef(code);
   e->check_fn = Py_NewRef(check_fn);
   e->next = nullptr;
   e->shadow_func = nullptr;
@@ -271,13 +310,13 @@ PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* e)
   if (!code) {
     PyErr_SetString(PyExc_RuntimeError, "framescope.eval_frame: the cache entry was dropped");
   } else if (code_is_function_body(fc)) {
-    PyObject* func = Py_XNewRef(shadow_function(e, frame));  // new
+    PyObject* func = acquire_shadow(e, frame);  // new
     if (func) {
       PyObject* saved_bypass = t_eval.bypass_code;
       t_eval.bypass_code = code;
       result = call_with_frame_arguments(func, frame, e);
       t_eval.bypass_code = saved_bypass;
-      Py_DECREF(func);
+      release_shadow(e, func);
     }
   } else {
     // Module or class body: run the code in the frame's namespace with its closure.

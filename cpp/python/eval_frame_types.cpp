@@ -79,7 +79,7 @@ PyGetSetDef g_guarded_code_getset[] = {
 
 int cache_entry_traverse(PyObject* self_obj, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<CacheEntryObject*>(self_obj);
-  Py_VISIT(self->code);
+  if (!self->same_code) Py_VISIT(self->code);
   Py_VISIT(self->check_fn);
   Py_VISIT(reinterpret_cast<PyObject*>(self->next));
   Py_VISIT(self->shadow_func);
@@ -89,11 +89,8 @@ int cache_entry_traverse(PyObject* self_obj, visitproc visit, void* arg) {
 
 int cache_entry_clear(PyObject* self_obj) {
   auto* self = reinterpret_cast<CacheEntryObject*>(self_obj);
-  Py_CLEAR(self->code);
-  Py_CLEAR(self->check_fn);
+  drop_cache_entry(self);
   Py_CLEAR(self->next);
-  Py_CLEAR(self->shadow_func);
-  Py_CLEAR(self->kwonly_names);
   return 0;
 }
 
@@ -287,7 +284,11 @@ void expire_eval_frame(PyObject* wrapper) {
 }
 
 void drop_cache_entry(CacheEntryObject* entry) {
-  Py_CLEAR(entry->code);
+  if (entry->same_code) {
+    entry->code = nullptr;  // borrowed
+  } else {
+    Py_CLEAR(entry->code);
+  }
   Py_CLEAR(entry->check_fn);
   Py_CLEAR(entry->shadow_func);
   Py_CLEAR(entry->kwonly_names);

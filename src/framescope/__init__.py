@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 
 from framescope._core import is_enabled, mark, record_function, record_memory
+from framescope import eval_frame
 from framescope.events import Event, EventList, MemoryEvent
 from framescope.profiler import label_calls, profile
 
 __all__ = [
     "Event",
     "EventList",
+    "eval_frame",
     "get_include",
     "is_enabled",
     "label_calls",

@@ -103,3 +103,70 @@ class Trace:
     def memory(self) -> list[tuple[int, int, int, int, int, int, int]]:
         """(time ns, thread, address, bytes, total allocated, total reserved, device)."""
 
+
+# --- eval_frame API
+# (cpp/python/eval_frame_*.cpp; public names and docs in framescope.eval_frame)
+
+from typing import final
+
+@final
+class GuardedCode:
+    """What an eval_frame callback returns: run ``code`` now, and later when ``check_fn`` holds."""
+
+    def __init__(self, code: CodeType, check_fn: Callable[[dict[str, Any]], Any]) -> None: ...
+    @property
+    def code(self) -> CodeType: ...
+    @property
+    def check_fn(self) -> Callable[[dict[str, Any]], Any]: ...
+
+@final
+class CacheEntry:
+    """A cached entry of a code object; after reset_code() every attribute reads None."""
+
+    @property
+    def code(self) -> CodeType | None: ...
+    @property
+    def check_fn(self) -> Callable[[dict[str, Any]], Any] | None: ...
+    @property
+    def next(self) -> CacheEntry | None: ...
+
+@final
+class EvalFrame:
+    """The frame a callback receives; every attribute raises RuntimeError after the callback."""
+
+    @property
+    def f_code(self) -> CodeType: ...
+    @property
+    def f_locals(self) -> dict[str, Any]: ...
+    @property
+    def f_globals(self) -> dict[str, Any]: ...
+    @property
+    def f_builtins(self) -> dict[str, Any]: ...
+    @property
+    def f_lasti(self) -> int: ...
+    @property
+    def f_lineno(self) -> int: ...
+    @property
+    def f_back(self) -> FrameType | None: ...
+
+def set_eval_frame(
+    callback: None
+    | bool
+    | Callable[[EvalFrame, CacheEntry | None, dict[str, Any]], GuardedCode | None],
+    /,
+) -> Any: ...
+def skip_code(code: CodeType, /) -> None: ...
+def reset_code(code: CodeType, /) -> None: ...
+def cache_entries(code: CodeType, /) -> list[CacheEntry]: ...
+def is_skipped(code: CodeType, /) -> bool: ...
+def set_guard_fail_hook(
+    hook: Callable[[Callable[[dict[str, Any]], Any], CodeType, dict[str, Any], int, bool], Any]
+    | None,
+    /,
+) -> None: ...
+def set_guard_error_hook(
+    hook: Callable[[Callable[[dict[str, Any]], Any], CodeType, dict[str, Any], int, bool], Any]
+    | None,
+    /,
+) -> None: ...
+def _eval_frame_debug() -> dict[str, Any]: ...
