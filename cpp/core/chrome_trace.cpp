@@ -177,6 +177,23 @@ class ChromeWriter {
     }
   }
 
+  // Writes `category, "name": ..., ["id": async_id,] "pid": ..., "tid": ..., "ts": ` (the
+  // caller has written `{"ph": ..., "cat": ` and writes the timestamp next).
+  void append_identity(const TraceEvent& e, const ThreadInfo& th, int64_t async_id) {
+    append_string(buf_, category_name(e.category));
+    buf_ += ", \"name\": ";
+    append_string(buf_, t_.symbols[e.symbol].name);
+    if (async_id >= 0) {
+      buf_ += ", \"id\": ";
+      append_int(buf_, async_id);
+    }
+    buf_ += ", \"pid\": ";
+    append_int(buf_, th.pid);
+    buf_ += ", \"tid\": ";
+    append_int(buf_, int64_t(th.os_tid));
+    buf_ += ", \"ts\": ";
+  }
+
   void write_event(size_t index) {
     const TraceEvent& e = t_.events[index];
     const ThreadInfo& th = t_.threads[e.thread];
@@ -191,18 +208,7 @@ class ChromeWriter {
     } else {
       buf_ += "{\"ph\": \"X\", \"cat\": ";
     }
-    append_string(buf_, category_name(e.category));
-    buf_ += ", \"name\": ";
-    append_string(buf_, t_.symbols[e.symbol].name);
-    if (async) {
-      buf_ += ", \"id\": ";
-      append_int(buf_, int64_t(index));
-    }
-    buf_ += ", \"pid\": ";
-    append_int(buf_, th.pid);
-    buf_ += ", \"tid\": ";
-    append_int(buf_, int64_t(th.os_tid));
-    buf_ += ", \"ts\": ";
+    append_identity(e, th, async ? int64_t(index) : -1);
     append_us(buf_, rel(e.start_ns, base_));
     if (e.dur_ns >= 0 && !async) {
       buf_ += ", \"dur\": ";
@@ -256,16 +262,7 @@ class ChromeWriter {
     if (async) {
       begin_event();
       buf_ += "{\"ph\": \"e\", \"cat\": ";
-      append_string(buf_, category_name(e.category));
-      buf_ += ", \"name\": ";
-      append_string(buf_, t_.symbols[e.symbol].name);
-      buf_ += ", \"id\": ";
-      append_int(buf_, int64_t(index));
-      buf_ += ", \"pid\": ";
-      append_int(buf_, th.pid);
-      buf_ += ", \"tid\": ";
-      append_int(buf_, int64_t(th.os_tid));
-      buf_ += ", \"ts\": ";
+      append_identity(e, th, int64_t(index));
       append_us(buf_, rel(rel(e.start_ns, base_), -e.dur_ns));
       buf_ += "}";
     }
