@@ -1,0 +1,197 @@
+"""Cost of framescope.eval_frame's cache lookups (a benchmark, not a test).
+
+Prints, for the running Python, beside the targets of issue 4:
+- the median duration of ``Cache Lookup`` events with a trivial Python guard, recorded by a
+  framescope session (seed 000 measured 27 us for Dynamo's; target <= 1 us);
+- the added cost per call of a cache hit against a plain call, and that cost beyond the guard's
+  own (target <= 150 ns), for a cached entry that runs the frame's own code and for one that runs
+  another code object (a shadow call);
+- for context: the PEP 523 hook alone (a callback that skips everything) and framescope's no-op
+  hook (the floor of any frame hook).
+
+Results are merged into bench/results/cache_lookup.json under the Python version. Run it with each
+Python: ``python bench/cache_lookup.py`` (with framescope installed for that Python).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+from framescope import _core, profile
+from framescope import eval_frame as ef
+
+TARGET_LOOKUP_NS = 1000
+TARGET_HIT_BEYOND_GUARD_NS = 150
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "cache_lookup.json")
+
+
+def f(x: int) -> int:
+    return x + 1
+
+
+def f_other(x: int) -> int:  # another code object with f's layout (run through a shadow call)
+    return x + 1
+
+
+def trivial_guard(f_locals: dict[str, Any]) -> bool:
+    return True
+
+
+def calls(n: int) -> None:
+    for _ in range(n):
+        f(1)
+
+
+def guard_calls(n: int, d: dict[str, Any]) -> None:
+    for _ in range(n):
+        trivial_guard(d)
+
+
+def empty_loop(n: int, d: dict[str, Any]) -> None:
+    for _ in range(n):
+        pass
+
+
+def caching(code: Any, guard: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+    def callback(frame: ef.Frame, entry: Any, state: Any) -> Any:
+        if frame.f_code is f.__code__:
+            return ef.GuardedCode(code=code, check_fn=guard)
+        return None  # the timing loops themselves: skipped
+
+    return callback
+
+
+def skip_all(frame: ef.Frame, entry: Any, state: Any) -> None:
+    return None
+
+
+def per_call_ns(fn: Callable[..., None], n: int, repeat: int, *args: Any, callback: Any = None) -> float:
+    """Best time per iteration of fn(n, *args) with `callback` set on this thread."""
+    best = float("inf")
+    for _ in range(repeat):
+        prior = ef.set_eval_frame(callback)
+        try:
+            t0 = time.perf_counter_ns()
+            fn(n, *args)
+            t1 = time.perf_counter_ns()
+        finally:
+            ef.set_eval_frame(prior)
+        best = min(best, (t1 - t0) / n)
+    return best
+
+
+def reset() -> None:
+    for code in (f.__code__, calls.__code__, guard_calls.__code__, empty_loop.__code__):
+        ef.reset_code(code)
+
+
+def lookup_median_ns(guard: Callable[[dict[str, Any]], Any], n: int) -> float:
+    reset()
+    callback = caching(f.__code__, guard)
+    per_call_ns(calls, 10, 1, callback=callback)  # cache f
+    with profile(with_stack=False) as prof:
+        per_call_ns(calls, n, 1, callback=callback)
+    durations = [e.duration_ns for e in prof.events().named("Cache Lookup")]
+    reset()
+    if len(durations) < n:
+        raise SystemExit(f"expected {n} Cache Lookup events, got {len(durations)}")
+    return statistics.median(durations)
+
+
+def measure(n: int, repeat: int) -> dict[str, Any]:
+    d = {"x": 1}
+    reset()
+    plain = per_call_ns(calls, n, repeat)
+    hit_py = per_call_ns(calls, n, repeat, callback=caching(f.__code__, trivial_guard))
+    reset()
+    hit_c = per_call_ns(calls, n, repeat, callback=caching(f.__code__, bool))
+    reset()
+    shadow_py = per_call_ns(calls, n, repeat, callback=caching(f_other.__code__, trivial_guard))
+    reset()
+    hook_only = per_call_ns(calls, n, repeat, callback=skip_all)
+    # The guard's own cost: calling it with its dict, through the hook as the lookup does (the
+    # guard's frame passes the hook with the callback None).
+    guard = per_call_ns(guard_calls, n, repeat, d, callback=skip_all) - per_call_ns(
+        empty_loop, n, repeat, d, callback=skip_all
+    )
+    reset()
+    _core._noop_eval_hook(True)
+    try:
+        noop_hook = per_call_ns(calls, n, repeat)
+    finally:
+        _core._noop_eval_hook(False)
+    return {
+        "python": platform.python_version(),
+        "cache_lookup_median_ns": lookup_median_ns(trivial_guard, min(n, 20_000)),
+        "cache_lookup_median_ns_c_guard": lookup_median_ns(bool, min(n, 20_000)),
+        "plain_call_ns": plain,
+        "guard_own_ns": guard,
+        "hit_added_ns": hit_py - plain,
+        "hit_beyond_guard_ns": hit_py - plain - guard,
+        "hit_added_ns_c_guard": hit_c - plain,
+        "shadow_hit_added_ns": shadow_py - plain,
+        "shadow_hit_beyond_guard_ns": shadow_py - plain - guard,
+        "hook_only_added_ns": hook_only - plain,
+        "noop_hook_added_ns": noop_hook - plain,
+        "targets": {
+            "cache_lookup_median_ns": TARGET_LOOKUP_NS,
+            "hit_beyond_guard_ns": TARGET_HIT_BEYOND_GUARD_NS,
+        },
+    }
+
+
+def report(r: dict[str, Any]) -> str:
+    def line(label: str, value: float, target: float | None = None) -> str:
+        if target is None:
+            return f"  {label:<52} {value:9.1f} ns"
+        verdict = "ok" if value <= target else "OVER"
+        return f"  {label:<52} {value:9.1f} ns   target <= {target:.0f} ns  {verdict}"
+
+    return "\n".join(
+        [
+            f"framescope eval_frame cache lookups, Python {r['python']}",
+            line("Cache Lookup event, median (trivial Python guard)", r["cache_lookup_median_ns"],
+                 TARGET_LOOKUP_NS),
+            line("Cache Lookup event, median (C guard: bool)", r["cache_lookup_median_ns_c_guard"]),
+            line("plain call of f(x)", r["plain_call_ns"]),
+            line("guard's own cost (called with its dict)", r["guard_own_ns"]),
+            line("cache hit, added per call (Python guard)", r["hit_added_ns"]),
+            line("cache hit, added beyond the guard's cost", r["hit_beyond_guard_ns"],
+                 TARGET_HIT_BEYOND_GUARD_NS),
+            line("cache hit, added per call (C guard: bool)", r["hit_added_ns_c_guard"]),
+            line("other-code hit (shadow call), added beyond the guard", r["shadow_hit_beyond_guard_ns"]),
+            line("context: PEP 523 hook, code skipped, added", r["hook_only_added_ns"]),
+            line("context: no-op PEP 523 hook, added", r["noop_hook_added_ns"]),
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=200_000, help="calls per timing loop")
+    parser.add_argument("-r", "--repeat", type=int, default=7, help="timing loops (best is kept)")
+    parser.add_argument("--no-save", action="store_true", help="do not write the JSON results")
+    args = parser.parse_args()
+    result = measure(args.n, args.repeat)
+    print(report(result))
+    if not args.no_save:
+        os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+        data: dict[str, Any] = {}
+        if os.path.exists(RESULTS):
+            with open(RESULTS) as fh:
+                data = json.load(fh)
+        data[f"{sys.version_info.major}.{sys.version_info.minor}"] = result
+        with open(RESULTS, "w") as fh:
+            json.dump(data, fh, indent=2, sort_keys=True)
+        print(f"results: {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
