@@ -400,6 +400,45 @@ def test_frame_exposes_code_locals_globals_builtins_lasti_lineno_back() -> None:
     assert "expired" in repr(frame)
 
 
+def test_guards_get_a_read_only_mapping_that_stays_readable_when_kept() -> None:
+    from collections.abc import Mapping
+
+    seen: list[Any] = []
+    z = 7
+
+    def f(x: int, *, y: int = 2) -> int:
+        return x + y + z
+
+    def guard(f_locals: Any) -> bool:
+        seen.append(f_locals)
+        if f_locals["y"] != 2:
+            return True
+        assert isinstance(f_locals, Mapping) and isinstance(f_locals, ef.FrameLocals)
+        assert f_locals["x"] == 1 and f_locals.get("y") == 2 and f_locals["z"] == 7
+        assert f_locals.get("missing") is None and f_locals.get("missing", 5) == 5
+        assert "x" in f_locals and "missing" not in f_locals and len(f_locals) == 3
+        assert sorted(f_locals) == ["x", "y", "z"] and sorted(f_locals.keys()) == ["x", "y", "z"]
+        assert dict(f_locals.items()) == {"x": 1, "y": 2, "z": 7} == f_locals
+        assert sorted(f_locals.values()) == [1, 2, 7] and f_locals.copy() == dict(f_locals)
+        name = "".join(["x"])  # an equal string that is not the interned name
+        assert f_locals[name] == 1
+        with pytest.raises(KeyError):
+            f_locals["missing"]
+        with pytest.raises(TypeError):
+            f_locals[["unhashable"]]
+        with pytest.raises(TypeError):
+            f_locals["x"] = 3  # read-only
+        return True
+
+    cb = Cacher(f, guard=guard)
+    run_with(cb, f, 1)  # cached
+    assert run_with(cb, f, 1) == 10
+    assert run_with(cb, f, 1, y=5) == 13
+    # Kept past their lookup, the views kept the values they showed.
+    assert [dict(v) for v in seen] == [{"x": 1, "y": 2, "z": 7}, {"x": 1, "y": 5, "z": 7}]
+    assert seen[0] is not seen[1] and "FrameLocals({" in repr(seen[0])
+
+
 def test_frame_of_a_call_from_c_has_no_back_frame_of_its_own() -> None:
     backs: list[Any] = []
 

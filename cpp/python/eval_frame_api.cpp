@@ -20,7 +20,7 @@
 
 namespace framescope::py {
 
-thread_local EvalThread t_eval FRAMESCOPE_TLS_IE = {nullptr, 0, nullptr};
+thread_local EvalThread t_eval FRAMESCOPE_TLS_IE = {nullptr, 0, nullptr, nullptr};
 Py_ssize_t g_live_states = 0;
 
 // Lives in the thread's dict (PyThreadState_GetDict) from the thread's first non-None callback.
@@ -58,6 +58,7 @@ void thread_guard_dealloc(PyObject* self_obj) {
     t_eval.guard = nullptr;
     callback = t_hook.eval_callback;
     t_hook.eval_callback = nullptr;
+    release_thread_locals_cache();
   }
   if (self->counted) {
     self->counted = false;
@@ -157,8 +158,24 @@ void move_to_head(EvalState* st, CacheEntryObject* e) {
   st->head = e;
 }
 
+// check_fn(f_locals) through its vectorcall slot when it has one (Python functions, most
+// builtins): PyObject_CallOneArg would look the thread state up again.
 int call_guard(PyObject* check_fn, PyObject* locals) {
-  PyObject* r = PyObject_CallOneArg(check_fn, locals);  // new
+  PyObject* r;  // new
+  PyTypeObject* type = Py_TYPE(check_fn);
+  if (PyType_HasFeature(type, Py_TPFLAGS_HAVE_VECTORCALL) && type->tp_vectorcall_offset > 0) {
+    vectorcallfunc vc = *reinterpret_cast<vectorcallfunc*>(reinterpret_cast<char*>(check_fn) +
+                                                           type->tp_vectorcall_offset);
+    PyObject* args[2] = {nullptr, locals};
+    r = vc ? vc(check_fn, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr)
+           : PyObject_CallOneArg(check_fn, locals);
+    if (!r && !PyErr_Occurred()) {
+      PyErr_Format(PyExc_SystemError, "guard %R returned NULL without setting an exception",
+                   check_fn);
+    }
+  } else {
+    r = PyObject_CallOneArg(check_fn, locals);
+  }
   if (!r) return -1;
   int ok = r == Py_True ? 1 : r == Py_False ? 0 : PyObject_IsTrue(r);
   Py_DECREF(r);
@@ -207,7 +224,7 @@ void report_guard_error(PyObject* check_fn, CacheEntryObject* e, PyObject* local
 // Runs the guards in order. 1: hit (*hit is a new reference, moved to the head), 0: miss (also
 // when the state was reset meanwhile), -1: error.
 int walk_entries(EvalState* st, FsFrame* frame, PyObject** locals_out, CacheEntryObject** hit) {
-  PyObject* locals = build_frame_locals(frame);  // new
+  PyObject* locals = acquire_frame_locals(frame);  // new
   if (!locals) return -1;
   *locals_out = locals;
   Py_ssize_t index = 0;
@@ -255,7 +272,7 @@ enum class Plan : uint8_t { kError, kRunFrame, kRunEntry };
 // A miss with a callable callback. `*st` (held) may be swapped for the code's fresh state when
 // the code was reset meanwhile. On kRunEntry, *hit is a new reference to the new entry.
 Plan call_callback(PyThreadState* ts, FsFrame* frame, PyCodeObject* code, EvalState** st,
-                   PyObject* callback, PyObject* locals, CacheEntryObject** hit) {
+                   PyObject* callback, PyObject** locals, CacheEntryObject** hit) {
   if ((*st)->detached) {
     EvalState* fresh = state_for(code);
     if (!fresh) return Plan::kError;
@@ -265,9 +282,10 @@ Plan call_callback(PyThreadState* ts, FsFrame* frame, PyCodeObject* code, EvalSt
   }
   EvalState* s = *st;
   if (!s->frame_state && !(s->frame_state = PyDict_New())) return Plan::kError;
+  if (!*locals && !(*locals = acquire_frame_locals(frame))) return Plan::kError;
   PyObject* head = Py_NewRef(s->head ? reinterpret_cast<PyObject*>(s->head) : Py_None);
   PyObject* frame_state = Py_NewRef(s->frame_state);
-  PyObject* wrapper = new_eval_frame(ts, frame, locals);  // new
+  PyObject* wrapper = new_eval_frame(ts, frame, *locals);  // new
   PyObject* r = nullptr;
   if (wrapper) {
     PyObject* args[3] = {wrapper, head, frame_state};
@@ -336,7 +354,7 @@ FRAMESCOPE_NOINLINE Plan intercept(PyThreadState* ts, FsFrame* frame, PyCodeObje
   if (found > 0) {
     plan = Plan::kRunEntry;
   } else if (found == 0 && callback != Py_False) {
-    plan = call_callback(ts, frame, code, &st, callback, locals, &hit);
+    plan = call_callback(ts, frame, code, &st, callback, &locals, &hit);
   }
 
   if (t_eval.generation == generation) {
@@ -344,7 +362,7 @@ FRAMESCOPE_NOINLINE Plan intercept(PyThreadState* ts, FsFrame* frame, PyCodeObje
   } else {
     Py_DECREF(callback);  // set_eval_frame() ran meanwhile: its choice stands
   }
-  Py_XDECREF(locals);
+  if (locals) release_frame_locals(locals);
   release_state(st);
   if (plan == Plan::kRunEntry) {
     if (hit->same_code) {

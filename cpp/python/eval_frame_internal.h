@@ -80,6 +80,9 @@ struct EvalThread {
   /// Borrowed: the object in this thread's dict whose deallocation (thread exit) gives the
   /// thread's callback and its share of the hook back. Null until the thread enables a callback.
   ThreadGuardObject* guard;
+  /// Strong: a FrameLocals view kept for the next lookup on this thread (see
+  /// eval_frame_locals.cpp), or null.
+  PyObject* locals_cache;
 };
 extern thread_local EvalThread t_eval FRAMESCOPE_TLS_IE;
 
@@ -222,9 +225,17 @@ struct PendingError {
 /// f_locals of an unstarted frame: a new dict of its bound arguments and of the free variables
 /// that hold a value; for module/class bodies, their locals mapping. New reference or null.
 PyObject* build_frame_locals(FsFrame* frame);
+/// The f_locals guards and callbacks get: a FrameLocals view of the frame (for module and class
+/// bodies, their namespace). New reference or null. Must be given back with
+/// release_frame_locals() while the frame is alive.
+PyObject* acquire_frame_locals(FsFrame* frame);
+void release_frame_locals(PyObject* locals);
+/// Frees this thread's recycled view (thread exit).
+void release_thread_locals_cache();
+bool eval_frame_locals_init(PyObject* module);
 
-/// A Frame for the callback (new reference or null). `locals` (borrowed, may be null) is the
-/// dict the guards saw. expire_eval_frame() makes it unusable.
+/// A Frame for the callback (new reference or null). `locals` (borrowed) is the f_locals view the
+/// guards saw. expire_eval_frame() makes it unusable.
 PyObject* new_eval_frame(PyThreadState* ts, FsFrame* frame, PyObject* locals);
 void expire_eval_frame(PyObject* wrapper);
 

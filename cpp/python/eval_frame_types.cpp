@@ -153,14 +153,8 @@ PyObject* eval_frame_get_code(PyObject* self, void*) {
 }
 
 PyObject* eval_frame_get_locals(PyObject* self_obj, void*) {
-  FsFrame* f = live_frame(self_obj);
-  if (!f) return nullptr;
-  auto* self = reinterpret_cast<EvalFrameObject*>(self_obj);
-  if (!self->locals) {
-    self->locals = build_frame_locals(f);
-    if (!self->locals) return nullptr;
-  }
-  return Py_NewRef(self->locals);
+  if (!live_frame(self_obj)) return nullptr;
+  return none_if_null(reinterpret_cast<EvalFrameObject*>(self_obj)->locals);
 }
 
 PyObject* eval_frame_get_globals(PyObject* self, void*) {
@@ -212,8 +206,8 @@ PyObject* eval_frame_repr(PyObject* self_obj) {
 PyGetSetDef g_eval_frame_getset[] = {
     {"f_code", eval_frame_get_code, nullptr, "The code object the frame was called with.", nullptr},
     {"f_locals", eval_frame_get_locals, nullptr,
-     "A dict of the bound arguments and the free variables that hold a value (the same dict the "
-     "guards received); for module and class bodies, their namespace.",
+     "A read-only mapping (FrameLocals) of the bound arguments and of the free variables that "
+     "hold a value, as the guards saw it; for module and class bodies, their namespace.",
      nullptr},
     {"f_globals", eval_frame_get_globals, nullptr, "The frame's globals.", nullptr},
     {"f_builtins", eval_frame_get_builtins, nullptr, "The frame's builtins.", nullptr},
@@ -224,40 +218,11 @@ PyGetSetDef g_eval_frame_getset[] = {
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
-// ---- locals ------------------------------------------------------------------------------------
-
-int add_local(PyObject* dict, PyObject* name, PyObject* value) {
-  return value ? PyDict_SetItem(dict, name, value) : 0;
-}
-
 }  // namespace
 
 PyTypeObject g_guarded_code_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
 PyTypeObject g_cache_entry_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
 PyTypeObject g_eval_frame_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
-
-PyObject* build_frame_locals(FsFrame* frame) {
-  PyCodeObject* co = frame_code(frame);
-  if (!code_is_function_body(co)) {
-    // Module and class bodies, exec(): their namespace is the locals.
-    return frame->f_locals ? Py_NewRef(frame->f_locals) : PyDict_New();
-  }
-  PyObject* dict = PyDict_New();  // new
-  if (!dict) return nullptr;
-  int nargs = code_arg_slots(co);
-  for (int i = 0; i < nargs; i++) {
-    if (add_local(dict, code_argument_name(co, i), frame_argument(frame, i)) < 0) goto error;
-  }
-  for (int j = 0, n = code_free_count(co); j < n; j++) {
-    PyObject* cell = frame_free_cell(frame, j);
-    PyObject* value = cell && PyCell_Check(cell) ? PyCell_GET(cell) : nullptr;  // borrowed
-    if (add_local(dict, code_free_name(co, j), value) < 0) goto error;
-  }
-  return dict;
-error:
-  Py_DECREF(dict);
-  return nullptr;
-}
 
 PyObject* new_eval_frame(PyThreadState* ts, FsFrame* frame, PyObject* locals) {
   auto* self = PyObject_New(EvalFrameObject, &g_eval_frame_type);
@@ -339,6 +304,7 @@ bool eval_frame_types_init(PyObject* module) {
   for (PyTypeObject* type : {&g_guarded_code_type, &g_cache_entry_type, &g_eval_frame_type}) {
     if (PyType_Ready(type) < 0) return false;
   }
+  if (!eval_frame_locals_init(module)) return false;
   if (PyModule_AddObjectRef(module, "GuardedCode",
                             reinterpret_cast<PyObject*>(&g_guarded_code_type)) < 0 ||
       PyModule_AddObjectRef(module, "CacheEntry",

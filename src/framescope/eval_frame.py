@@ -16,18 +16,21 @@ On every later call of the code object, ``check_fn(f_locals)`` of each entry run
 hit first; the first that returns true runs its code (and becomes the first entry). Each lookup
 is recorded as a ``Cache Lookup`` range when a :class:`framescope.profile` session is active.
 
-While guards, guard hooks and the callback run, this thread's callback is ``None``: nothing they
-call is intercepted. A cached code object other than the frame's own must take the same arguments
+Guards, guard hooks and the callback get ``f_locals`` as a :class:`FrameLocals`: a read-only mapping
+read straight from the frame (a dict of the values if kept after the lookup). While they run, this
+thread's callback is ``None``: nothing they call is intercepted. A cached code object other than the frame's own must take the same arguments
 (same names) and free variables; it then runs with the frame's arguments and closure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import CodeType
 from typing import Any, Callable, Dict, Optional, Union
 
 from framescope._core import (
     CacheEntry,
+    FrameLocals,
     GuardedCode,
     cache_entries,
     is_skipped,
@@ -43,6 +46,7 @@ __all__ = [
     "CacheEntry",
     "Callback",
     "Frame",
+    "FrameLocals",
     "FrameState",
     "GuardFn",
     "GuardHook",
@@ -56,11 +60,14 @@ __all__ = [
     "skip_code",
 ]
 
+Mapping.register(FrameLocals)
+
 #: The dict kept per code object and passed to every callback call for it.
 FrameState = Dict[str, Any]
-#: A guard: ``check_fn(f_locals) -> bool``; ``f_locals`` maps argument (and set free variable)
-#: names to their values.
-GuardFn = Callable[[Dict[str, Any]], Any]
+#: A guard: ``check_fn(f_locals) -> bool``. ``f_locals`` is a read-only :class:`FrameLocals`
+#: mapping of the argument names (and free variables that hold a value) to their values; for
+#: module and class bodies, their namespace.
+GuardFn = Callable[[Mapping[str, Any]], Any]
 #: What ``set_eval_frame`` takes and returns: ``None``, ``False`` (run-only) or a callback.
 Callback = Union[
     None,
@@ -68,4 +75,4 @@ Callback = Union[
     Callable[[Frame, Optional[CacheEntry], FrameState], Optional[GuardedCode]],
 ]
 #: ``hook(check_fn, code, f_locals, index, is_last)`` for set_guard_fail_hook/set_guard_error_hook.
-GuardHook = Callable[[GuardFn, CodeType, Dict[str, Any], int, bool], Any]
+GuardHook = Callable[[GuardFn, CodeType, Mapping[str, Any], int, bool], Any]
