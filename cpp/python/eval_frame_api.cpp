@@ -90,6 +90,13 @@ ThreadGuardObject* thread_guard() {
 
 // ---- per-code state ----------------------------------------------------------------------------
 
+// Every attached state. A state's entries and frame_state are reachable only through co_extra,
+// which the garbage collector does not see: a guard whose globals hold the function of its code
+// (any module-level guard of a module-level function) makes a cycle that is never collected. At
+// interpreter exit they are all dropped (drop_all_states), so that finalization frees what they
+// hold, as it would without framescope.
+EvalState* g_attached = nullptr;
+
 // This code's state, created if missing. Borrowed; null with an exception set.
 EvalState* state_for(PyCodeObject* code) {
   CodeExtra* extra = get_or_create_code_extra(code);
@@ -101,6 +108,10 @@ EvalState* state_for(PyCodeObject* code) {
       return nullptr;
     }
     ++g_live_states;
+    st->owner = extra;
+    st->next_attached = g_attached;
+    if (g_attached) g_attached->prev_attached = st;
+    g_attached = st;
     extra->eval_state = st;
   }
   return static_cast<EvalState*>(extra->eval_state);
@@ -117,6 +128,11 @@ void release_state(EvalState* st) {
 // entries and frame_state may run arbitrary code (finalizers), which must find it gone.
 void detach_state(EvalState* st) {
   st->detached = true;
+  st->owner = nullptr;
+  if (st->prev_attached) st->prev_attached->next_attached = st->next_attached;
+  if (st->next_attached) st->next_attached->prev_attached = st->prev_attached;
+  if (g_attached == st) g_attached = st->next_attached;
+  st->prev_attached = st->next_attached = nullptr;
   CacheEntryObject* e = st->head;
   PyObject* frame_state = st->frame_state;
   st->head = nullptr;
@@ -141,6 +157,26 @@ void reset_state(PyCodeObject* code) {
   auto* st = static_cast<EvalState*>(extra->eval_state);
   extra->eval_state = nullptr;
   detach_state(st);
+}
+
+// Registered with atexit (so it runs before modules are torn down): this thread stops
+// intercepting, and every code object's entries, frame_state and skip mark are dropped.
+PyObject* drop_all_states_py(PyObject*, PyObject*) {
+  if (ThreadGuardObject* guard = t_eval.guard) {
+    PyObject* callback = t_hook.eval_callback;
+    t_hook.eval_callback = nullptr;
+    ++t_eval.generation;
+    if (guard->counted) {
+      guard->counted = false;
+      leave_enabled();
+    }
+    Py_XDECREF(callback);
+  }
+  while (EvalState* st = g_attached) {
+    st->owner->eval_state = nullptr;
+    detach_state(st);
+  }
+  Py_RETURN_NONE;
 }
 
 // ---- lookup ------------------------------------------------------------------------------------
@@ -471,9 +507,10 @@ PyObject* set_guard_error_hook_py(PyObject*, PyObject* hook) {
 }
 
 PyObject* debug_state_py(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:n,s:O,s:I,s:n,s:n}", "enabled_threads", g_enabled_threads,
+  return Py_BuildValue("{s:n,s:O,s:I,s:n,s:n,s:n}", "enabled_threads", g_enabled_threads,
                        "hook_installed", hook_is_current() ? Py_True : Py_False, "hook_users",
-                       hook_users(), "live_states", g_live_states, "live_entries", g_live_entries);
+                       hook_users(), "live_states", g_live_states, "live_entries", g_live_entries,
+                       "frames_unwound", g_frames_unwound);
 }
 
 PyMethodDef g_methods[] = {
@@ -498,6 +535,9 @@ PyMethodDef g_methods[] = {
      "set_guard_error_hook(hook, /)\n--\n\n"
      "hook(check_fn, code, f_locals, index, is_last) is called when a guard raises; the guard's "
      "exception then propagates (or the hook's, if it raises). None removes it."},
+    {"_eval_frame_drop_all", drop_all_states_py, METH_NOARGS,
+     "_eval_frame_drop_all()\n--\n\nStops this thread's interception and drops every code "
+     "object's eval_frame state (run at interpreter exit)."},
     {"_eval_frame_debug", debug_state_py, METH_NOARGS,
      "_eval_frame_debug()\n--\n\nInternal counters (tests): enabled threads, hook, live states "
      "and entries."},
@@ -552,7 +592,18 @@ bool eval_frame_api_init(PyObject* module) {
   if (!g_thread_key && !(g_thread_key = PyUnicode_InternFromString("framescope.eval_frame"))) {
     return false;
   }
-  return PyModule_AddFunctions(module, g_methods) == 0;
+  if (PyModule_AddFunctions(module, g_methods) < 0) return false;
+  // atexit handlers run before modules are torn down, and in reverse order of registration: this
+  // one, registered at import, runs after the program's own.
+  PyObject* atexit = PyImport_ImportModule("atexit");  // new
+  if (!atexit) return false;
+  PyObject* drop = PyObject_GetAttrString(module, "_eval_frame_drop_all");  // new
+  PyObject* r = drop ? PyObject_CallMethod(atexit, "register", "O", drop) : nullptr;
+  const bool ok = r != nullptr;
+  Py_XDECREF(r);
+  Py_XDECREF(drop);
+  Py_DECREF(atexit);
+  return ok;
 }
 
 }  // namespace framescope::py

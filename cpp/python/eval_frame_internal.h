@@ -58,11 +58,18 @@ struct EvalState {
   bool skip = false;                 ///< skip_code(), or the callback returned None
   CacheEntryObject* head = nullptr;  ///< strong, most recently hit first
   PyObject* frame_state = nullptr;   ///< strong dict, created for the first callback call
+  /// While attached: the CodeExtra holding this state, and the list of all attached states
+  /// (dropped together at interpreter exit).
+  CodeExtra* owner = nullptr;
+  EvalState* prev_attached = nullptr;
+  EvalState* next_attached = nullptr;
 };
 
 /// Live EvalStates and CacheEntry objects (leak tests).
 extern Py_ssize_t g_live_states;
 extern Py_ssize_t g_live_entries;
+/// Intercepted frames disposed of by unwinding them (3.12+, see discard_unstarted_frame).
+extern Py_ssize_t g_frames_unwound;
 
 // ---- per-thread state --------------------------------------------------------------------------
 

@@ -16,6 +16,8 @@
 
 namespace framescope::py {
 
+Py_ssize_t g_frames_unwound = 0;
+
 namespace {
 
 constexpr int kGeneratorFlags = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
@@ -252,6 +254,7 @@ void discard_unstarted_frame(PyThreadState* ts, FsFrame* frame) {
   if (pop_unstarted_frame(ts, frame)) return;
   // Otherwise let the default evaluation unwind it, as refuse_frame() does: evaluating with an
   // exception set and throwflag=1 frees the frame like any raising frame.
+  ++g_frames_unwound;
   PendingError pending;
   pending.take();
   PyErr_SetString(PyExc_SystemError, "framescope: discarding an intercepted frame");
