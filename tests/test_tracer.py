@@ -343,3 +343,21 @@ def test_with_stack_false_records_no_frames() -> None:
     with framescope.profile(with_stack=False) as prof:
         named_function()
     assert not [e for e in prof.events() if e.category == "python_function"]
+
+
+# -- memory ----------------------------------------------------------------------------------------
+
+
+def fib(n: int) -> int:
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+@pytest.mark.parametrize("on_limit", ["stop", "keep_newest"])
+def test_memory_limit_with_python_frames(on_limit: str, checked_trace) -> None:
+    with framescope.profile(memory_limit="1MiB", on_limit=on_limit) as prof:  # type: ignore[arg-type]
+        assert fib(22) == 17711
+    assert prof.trace.dropped_events > 0
+    assert any("dropped" in w for w in prof.warnings)
+    calls = py_calls(prof, ": fib")
+    assert 0 < len(calls) < 57313  # fib(22) makes 57,313 calls
+    checked_trace(prof)  # what was kept still nests
