@@ -218,3 +218,26 @@ def test_get_include_has_the_c_api() -> None:
     inc = framescope.get_include()
     assert os.path.isfile(os.path.join(inc, "framescope", "c_api.h"))
     assert os.path.isfile(os.path.join(inc, "framescope", "record_function.h"))
+
+
+def test_merge_a_trace_from_another_process(tmp_path) -> None:
+    from conftest import run_python
+
+    out_file = tmp_path / "child.fstrace"
+    child = run_python(
+        f"""
+        import framescope
+        with framescope.profile(with_stack=False) as prof:
+            with framescope.record_function("in-child"):
+                pass
+        open({str(out_file)!r}, "wb").write(prof.serialize())
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    with framescope.profile(with_stack=False) as prof:
+        with framescope.record_function("in-parent"):
+            pass
+    prof.merge(out_file.read_bytes())
+    (c,) = prof.events().named("in-child")
+    (p,) = prof.events().named("in-parent")
+    assert c.thread != p.thread, "the child's thread is its own track"
