@@ -72,19 +72,16 @@ def skip_all(frame: ef.Frame, entry: Any, state: Any) -> None:
     return None
 
 
-def per_call_ns(fn: Callable[..., None], n: int, repeat: int, *args: Any, callback: Any = None) -> float:
-    """Best time per iteration of fn(n, *args) with `callback` set on this thread."""
-    best = float("inf")
-    for _ in range(repeat):
-        prior = ef.set_eval_frame(callback)
-        try:
-            t0 = time.perf_counter_ns()
-            fn(n, *args)
-            t1 = time.perf_counter_ns()
-        finally:
-            ef.set_eval_frame(prior)
-        best = min(best, (t1 - t0) / n)
-    return best
+def per_call_ns(fn: Callable[..., None], n: int, *args: Any, callback: Any = None) -> float:
+    """Time per iteration of fn(n, *args) with `callback` set on this thread."""
+    prior = ef.set_eval_frame(callback)
+    try:
+        t0 = time.perf_counter_ns()
+        fn(n, *args)
+        t1 = time.perf_counter_ns()
+    finally:
+        ef.set_eval_frame(prior)
+    return (t1 - t0) / n
 
 
 def reset() -> None:
@@ -95,9 +92,9 @@ def reset() -> None:
 def lookup_median_ns(guard: Callable[[dict[str, Any]], Any], n: int) -> float:
     reset()
     callback = caching(f.__code__, guard)
-    per_call_ns(calls, 10, 1, callback=callback)  # cache f
+    per_call_ns(calls, 10, callback=callback)  # cache f
     with profile(with_stack=False) as prof:
-        per_call_ns(calls, n, 1, callback=callback)
+        per_call_ns(calls, n, callback=callback)
     durations = [e.duration_ns for e in prof.events().named("Cache Lookup")]
     reset()
     if len(durations) < n:
@@ -105,41 +102,59 @@ def lookup_median_ns(guard: Callable[[dict[str, Any]], Any], n: int) -> float:
     return statistics.median(durations)
 
 
-def measure(n: int, repeat: int) -> dict[str, Any]:
-    d = {"x": 1}
-    reset()
-    plain = per_call_ns(calls, n, repeat)
-    hit_py = per_call_ns(calls, n, repeat, callback=caching(f.__code__, trivial_guard))
-    reset()
-    hit_c = per_call_ns(calls, n, repeat, callback=caching(f.__code__, bool))
-    reset()
-    shadow_py = per_call_ns(calls, n, repeat, callback=caching(f_other.__code__, trivial_guard))
-    reset()
-    hook_only = per_call_ns(calls, n, repeat, callback=skip_all)
-    # The guard's own cost: calling it with its dict, through the hook as the lookup does (the
-    # guard's frame passes the hook with the callback None).
-    guard = per_call_ns(guard_calls, n, repeat, d, callback=skip_all) - per_call_ns(
-        empty_loop, n, repeat, d, callback=skip_all
-    )
-    reset()
-    _core._noop_eval_hook(True)
-    try:
-        noop_hook = per_call_ns(calls, n, repeat)
-    finally:
+class NoopHook:
+    """framescope's no-op PEP 523 hook, installed while timing."""
+
+    def __enter__(self) -> None:
+        _core._noop_eval_hook(True)
+
+    def __exit__(self, *exc: Any) -> None:
         _core._noop_eval_hook(False)
+
+
+def measure(n: int, repeat: int) -> dict[str, Any]:
+    """Each variant's best time per call. The variants take turns in every round, so that other
+    load on the machine spreads over all of them rather than biasing one."""
+    d = {"x": 1}
+    variants: dict[str, Callable[[], float]] = {
+        "plain": lambda: per_call_ns(calls, n),
+        "hit_py": lambda: per_call_ns(calls, n, callback=hit_py_cb),
+        "hit_c": lambda: per_call_ns(calls, n, callback=hit_c_cb),
+        "shadow_py": lambda: per_call_ns(calls, n, callback=shadow_cb),
+        "hook_only": lambda: per_call_ns(calls, n, callback=skip_all),
+        "guard": lambda: per_call_ns(guard_calls, n, d, callback=skip_all),
+        "empty": lambda: per_call_ns(empty_loop, n, d, callback=skip_all),
+    }
+    hit_py_cb = caching(f.__code__, trivial_guard)
+    hit_c_cb = caching(f.__code__, bool)
+    shadow_cb = caching(f_other.__code__, trivial_guard)
+    best = {name: float("inf") for name in [*variants, "noop_hook"]}
+    for _ in range(repeat):
+        for name, run in variants.items():
+            reset()  # each caching variant caches f afresh (the first call is a miss)
+            run()
+            best[name] = min(best[name], run())
+        reset()
+        with NoopHook():
+            best["noop_hook"] = min(best["noop_hook"], per_call_ns(calls, n))
+    plain = best["plain"]
+    guard = best["guard"] - best["empty"]
     return {
         "python": platform.python_version(),
-        "cache_lookup_median_ns": lookup_median_ns(trivial_guard, min(n, 20_000)),
-        "cache_lookup_median_ns_c_guard": lookup_median_ns(bool, min(n, 20_000)),
+        # The median of one session's events; the lowest of 5 sessions (load comes in bursts).
+        "cache_lookup_median_ns": min(lookup_median_ns(trivial_guard, 20_000) for _ in range(5)),
+        "cache_lookup_median_ns_c_guard": min(lookup_median_ns(bool, 20_000) for _ in range(5)),
         "plain_call_ns": plain,
         "guard_own_ns": guard,
-        "hit_added_ns": hit_py - plain,
-        "hit_beyond_guard_ns": hit_py - plain - guard,
-        "hit_added_ns_c_guard": hit_c - plain,
-        "shadow_hit_added_ns": shadow_py - plain,
-        "shadow_hit_beyond_guard_ns": shadow_py - plain - guard,
-        "hook_only_added_ns": hook_only - plain,
-        "noop_hook_added_ns": noop_hook - plain,
+        "hit_added_ns": best["hit_py"] - plain,
+        "hit_beyond_guard_ns": best["hit_py"] - plain - guard,
+        "hit_added_ns_c_guard": best["hit_c"] - plain,
+        "shadow_hit_added_ns": best["shadow_py"] - plain,
+        "shadow_hit_beyond_guard_ns": best["shadow_py"] - plain - guard,
+        "hook_only_added_ns": best["hook_only"] - plain,
+        "noop_hook_added_ns": best["noop_hook"] - plain,
+        "calls_per_loop": n,
+        "rounds": repeat,
         "targets": {
             "cache_lookup_median_ns": TARGET_LOOKUP_NS,
             "hit_beyond_guard_ns": TARGET_HIT_BEYOND_GUARD_NS,
@@ -175,8 +190,8 @@ def report(r: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=200_000, help="calls per timing loop")
-    parser.add_argument("-r", "--repeat", type=int, default=7, help="timing loops (best is kept)")
+    parser.add_argument("-n", type=int, default=50_000, help="calls per timing loop")
+    parser.add_argument("-r", "--repeat", type=int, default=25, help="rounds (best is kept)")
     parser.add_argument("--no-save", action="store_true", help="do not write the JSON results")
     args = parser.parse_args()
     result = measure(args.n, args.repeat)

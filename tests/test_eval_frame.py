@@ -112,8 +112,17 @@ def test_bad_arguments_raise_clear_errors() -> None:
     for hook_setter in (ef.set_guard_fail_hook, ef.set_guard_error_hook):
         with pytest.raises(TypeError, match="expected None or a callable"):
             hook_setter(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        ef.FrameLocals()  # type: ignore[call-arg]
     gc = ef.GuardedCode(check_fn=bool, code=f.__code__)
     assert gc.code is f.__code__ and gc.check_fn is bool
+    # A GuardedCode whose __init__ never ran is refused when returned, not dereferenced.
+    blank = ef.GuardedCode.__new__(ef.GuardedCode)
+    assert blank.code is None and "uninitialised" in repr(blank)
+    _codes_to_reset.append(f.__code__)
+    with pytest.raises(TypeError, match="needs a code object"):
+        run_with(lambda frame, entry, state: blank if frame.f_code is f.__code__ else None, f, 1)
+    assert entries(f) == []
 
 
 def test_callback_returning_something_else_raises_and_installs_nothing() -> None:
