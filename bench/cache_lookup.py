@@ -22,7 +22,7 @@ import platform
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from framescope import _core, profile
 from framescope import eval_frame as ef
@@ -40,7 +40,7 @@ def f_other(x: int) -> int:  # another code object with f's layout (run through 
     return x + 1
 
 
-def trivial_guard(f_locals: dict[str, Any]) -> bool:
+def trivial_guard(f_locals: Mapping[str, Any]) -> bool:
     return True
 
 
@@ -59,7 +59,7 @@ def empty_loop(n: int, d: dict[str, Any]) -> None:
         pass
 
 
-def caching(code: Any, guard: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+def caching(code: Any, guard: Callable[[Mapping[str, Any]], Any]) -> Callable[..., Any]:
     def callback(frame: ef.Frame, entry: Any, state: Any) -> Any:
         if frame.f_code is f.__code__:
             return ef.GuardedCode(code=code, check_fn=guard)
@@ -89,7 +89,7 @@ def reset() -> None:
         ef.reset_code(code)
 
 
-def lookup_median_ns(guard: Callable[[dict[str, Any]], Any], n: int) -> float:
+def lookup_median_ns(guard: Callable[[Mapping[str, Any]], Any], n: int) -> float:
     reset()
     callback = caching(f.__code__, guard)
     per_call_ns(calls, 10, callback=callback)  # cache f
@@ -106,10 +106,10 @@ class NoopHook:
     """framescope's no-op PEP 523 hook, installed while timing."""
 
     def __enter__(self) -> None:
-        _core._noop_eval_hook(True)
+        _core._noop_eval_hook(True)  # type: ignore[attr-defined]  # not in the stubs
 
     def __exit__(self, *exc: Any) -> None:
-        _core._noop_eval_hook(False)
+        _core._noop_eval_hook(False)  # type: ignore[attr-defined]
 
 
 def measure(n: int, repeat: int) -> dict[str, Any]:

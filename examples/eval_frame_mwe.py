@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from types import CodeType
-from typing import Any, Dict, Optional
+from typing import Any, Mapping, Optional
 
 from framescope.eval_frame import (
     CacheEntry,
@@ -50,7 +50,7 @@ class Always:
     def __init__(self, hit: bool = True) -> None:
         self.hit = hit
 
-    def __call__(self, f_locals: Dict[str, Any]) -> bool:
+    def __call__(self, f_locals: Mapping[str, Any]) -> bool:
         print(f"guard called with {len(f_locals)} args.")
         return self.hit
 

@@ -12,9 +12,10 @@
 //   5. the callback is put back (unless set_eval_frame() was called meanwhile), then the hit or
 //      new entry runs: the frame itself when it caches the frame's own code, else a shadow call
 //      (eval_frame_run.cpp).
+#include "eval_frame_internal.h"  // first: Python.h with the internal frame headers
+
 #include <new>
 
-#include "eval_frame_internal.h"  // first: Python.h with the internal frame headers
 #include "framescope/record_function.h"
 #include "tracer_api.h"
 
@@ -28,8 +29,9 @@ Py_ssize_t g_live_states = 0;
 // and the thread's share of the hook are given back then, so a thread that exits with a callback
 // set leaves neither behind.
 struct ThreadGuardObject {
-  PyObject_HEAD unsigned long ident;  // the owning thread
-  bool counted;                       // the thread counts in g_enabled_threads
+  PyObject ob_base;     // PyObject_HEAD
+  unsigned long ident;  // the owning thread
+  bool counted;         // the thread counts in g_enabled_threads
 };
 
 namespace {

@@ -1,5 +1,4 @@
-// cpp/python/eval_frame_internal.h: types and per-version frame access shared by the eval_frame
-// API.
+// cpp/python/eval_frame_internal.h: the eval_frame API's types and per-version frame access.
 //
 // The eval_frame API only ever looks at frames that have not started running (a fresh call, or
 // on 3.10 the first resume of a generator): their argument slots hold the bound arguments and
@@ -10,10 +9,11 @@
 // cells.
 #pragma once
 
+#include "frame_hook.h"  // first: Python.h with the internal frame headers
+
 #include <cstdint>
 
 #include "code_extra.h"
-#include "frame_hook.h"  // first: Python.h with the internal frame headers
 
 namespace framescope::py {
 
@@ -22,8 +22,11 @@ namespace framescope::py {
 /// One cached entry of a code object: a guard and the code to run when it holds. Entries form a
 /// singly linked list (most recently hit first) owned by the code's EvalState.
 struct CacheEntryObject {
-  PyObject_HEAD PyObject*
-      code;                ///< strong; null once the entry was dropped (reset_code, code death)
+  PyObject ob_base;  // PyObject_HEAD
+  /// Null once the entry was dropped (reset_code, code death). Strong, except when it is the
+  /// intercepted code itself (same_code): that code owns the entry (through co_extra), so the
+  /// entry only borrows it.
+  PyObject* code;
   PyObject* check_fn;      ///< strong; null once dropped
   CacheEntryObject* next;  ///< strong
   PyObject* shadow_func;   ///< strong: an idle function over `code` (see acquire_shadow), or null
@@ -33,16 +36,18 @@ struct CacheEntryObject {
 
 /// What a callback returns to cache and run code: GuardedCode(code=..., check_fn=...).
 struct GuardedCodeObject {
-  PyObject_HEAD PyObject* code;  ///< strong code object
-  PyObject* check_fn;            ///< strong callable
+  PyObject ob_base;    // PyObject_HEAD
+  PyObject* code;      ///< strong code object
+  PyObject* check_fn;  ///< strong callable
 };
 
 /// The frame handed to a callback: a view of a frame that has not started, valid only while the
 /// callback runs (the frame's memory belongs to CPython and is gone or reused afterwards).
 struct EvalFrameObject {
-  PyObject_HEAD FsFrame* frame;  ///< borrowed; null once the callback returned
-  PyObject* locals;              ///< strong dict shared with the guards, built on first use
-  PyObject* back;  ///< strong: the caller's frame object (or None), taken when created
+  PyObject ob_base;  // PyObject_HEAD
+  FsFrame* frame;    ///< borrowed; null once the callback returned
+  PyObject* locals;  ///< strong: the f_locals (FrameLocals view) the guards got
+  PyObject* back;    ///< strong: the caller's frame object (or None), taken when created
 };
 
 extern PyTypeObject g_cache_entry_type;

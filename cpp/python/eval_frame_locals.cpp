@@ -13,8 +13,9 @@ namespace framescope::py {
 namespace {
 
 struct FrameLocalsObject {
-  PyObject_HEAD FsFrame* frame;  // borrowed: the live frame, or null once the view ended
-  PyObject* snapshot;            // strong dict of the values, for a view kept past its lookup
+  PyObject ob_base;    // PyObject_HEAD
+  FsFrame* frame;      // borrowed: the live frame, or null once the view ended
+  PyObject* snapshot;  // strong dict of the values, for a view kept past its lookup
 };
 
 PyTypeObject g_frame_locals_type = {PyVarObject_HEAD_INIT(nullptr, 0)};

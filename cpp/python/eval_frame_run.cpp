@@ -10,9 +10,9 @@
 // The intercepted frame itself never runs. On 3.10 and 3.11 its caller frees it when the hook
 // returns; on 3.12+ the evaluation function must (_PyEval_Vector no longer clears the frame after
 // evaluating it), which discard_unstarted_frame() does.
-#include <memory>
-
 #include "eval_frame_internal.h"  // first: Python.h with the internal frame headers
+
+#include <memory>
 
 namespace framescope::py {
 

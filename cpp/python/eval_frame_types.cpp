@@ -233,6 +233,10 @@ PyObject* new_eval_frame(PyThreadState* ts, FsFrame* frame, PyObject* locals) {
   // The frame is not linked yet: the thread's current frame is the caller's. Taken now because
   // during the callback the current frame is the callback's own.
   self->back = reinterpret_cast<PyObject*>(PyThreadState_GetFrame(ts));  // new, may be null
+  if (!self->back && PyErr_Occurred()) {
+    Py_DECREF(self);
+    return nullptr;
+  }
 #else
   (void)ts;
   self->back = Py_XNewRef(reinterpret_cast<PyObject*>(frame->f_back));
