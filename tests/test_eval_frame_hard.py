@@ -915,3 +915,72 @@ def test_interpreter_exit_frees_what_entries_hold() -> None:
     assert result.stdout.split() == ["2", "3"]
     assert "leaked" not in result.stderr, result.stderr
 
+
+def stress_f(x: int) -> int:
+    return x + 1
+
+
+def stress_f_new(x: int) -> int:
+    return x + 1
+
+
+def stress_g(x: int, *args: int, k: int = 1, **kw: int) -> int:
+    return stress_f(x) + k
+
+
+def test_threads_sharing_code_objects_while_guards_reset_them() -> None:
+    """Several threads look up, add to and reset the same code objects, switching threads inside
+    guards and callbacks: results stay right and nothing crashes."""
+    import random
+    import threading
+
+    rng = random.Random(4)
+    errors: list[str] = []
+
+    def guard_for(v: int) -> Callable[[Any], bool]:
+        def guard(f_locals: Any) -> bool:
+            if rng.random() < 0.01:
+                ef.reset_code(stress_f.__code__)
+            return bool(f_locals["x"] % 3 == v)
+
+        return guard
+
+    def cb(frame: ef.Frame, entry: Any, state: dict[str, Any]) -> Any:
+        code = frame.f_code
+        if code is not stress_f.__code__ and code is not stress_g.__code__:
+            return None
+        state["n"] = state.get("n", 0) + 1
+        if rng.random() < 0.05:
+            return None
+        v = frame.f_locals["x"] % 3
+        new = stress_f_new.__code__ if code is stress_f.__code__ and v == 1 else code
+        return ef.GuardedCode(code=new, check_fn=guard_for(v))
+
+    def worker(n: int) -> None:
+        try:
+            prior = ef.set_eval_frame(cb if n % 2 else False)
+            try:
+                for i in range(1500):
+                    assert stress_g(i, 1, 2, k=2, z=3) == i + 3
+                    if i % 500 == 0:
+                        ef.reset_code(stress_g.__code__)
+                        ef.reset_code(stress_f.__code__)
+            finally:
+                ef.set_eval_frame(prior)
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    _codes_to_reset.extend([stress_f.__code__, stress_g.__code__])
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+    assert _core._eval_frame_debug()["enabled_threads"] == 0
+
