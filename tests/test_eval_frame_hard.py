@@ -696,6 +696,25 @@ def test_reset_code_from_a_guard_the_callback_or_the_running_code() -> None:
     assert [e.code for e in ef.cache_entries(f.__code__)] == [f.__code__]
 
 
+def test_skip_code_from_the_callback_still_runs_the_returned_code_once() -> None:
+    def f(x: int) -> int:
+        return x
+
+    def f_new(x: int) -> int:
+        return -x
+
+    def cb(frame: ef.Frame, entry: Any, state: Any) -> Any:
+        if frame.f_code is not f.__code__:
+            return None
+        ef.skip_code(f.__code__)  # its own code: later calls run as usual
+        return ef.GuardedCode(code=f_new.__code__, check_fn=lambda f_locals: True)
+
+    _codes_to_reset.append(f.__code__)
+    assert run_with(cb, f, 3) == -3  # the returned entry ran on this frame
+    assert run_with(cb, f, 3) == 3  # skipped: no lookup, the original runs
+    assert ef.is_skipped(f.__code__) and len(ef.cache_entries(f.__code__)) == 1
+
+
 # -- other hooks, tracing ------------------------------------------------------------------------
 
 COUNTING_HOOK = r"""
