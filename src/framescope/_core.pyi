@@ -104,6 +104,9 @@ class Trace:
         """(time ns, thread, address, bytes, total allocated, total reserved, device)."""
 
 
+def _noop_eval_hook(enable: bool) -> None:
+    """Installs (or removes) a PEP 523 hook that does nothing: the floor of bench/tracer_overhead."""
+
 # --- eval_frame API
 # (cpp/python/eval_frame_*.cpp; public names and docs in framescope.eval_frame)
 

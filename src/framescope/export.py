@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 def write_pstats(trace: Trace, path: str) -> None:
     """Writes ``trace`` as a marshalled pstats dict (what ``cProfile`` writes), built from the
     replayed call tree: primitive/total calls, self and cumulative seconds, and callers."""
-    stats: dict[tuple[str, int, str], list] = {}
-    callers: dict[tuple[str, int, str], dict[tuple[str, int, str], list]] = {}
+    stats: dict[tuple[str, int, str], list[float]] = {}
+    callers: dict[tuple[str, int, str], dict[tuple[str, int, str], list[float]]] = {}
     keys: dict[int, tuple[str, int, str]] = {}
     totals = {name: (calls, total, self_ns) for name, calls, total, self_ns, *_ in trace.stats()}
 
