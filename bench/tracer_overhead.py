@@ -229,9 +229,21 @@ def worker(workload: str, config: str, runs: int, scale: float) -> dict[str, Any
     fn()  # warm-up, untraced: imports, caches, specialisation and the workload's own memory
     if config == "torch":
         runs = min(runs, TORCH_RUNS)  # its stop takes ~4 us per event: minutes per run
+    # Traced runs alternate with untraced ones in the same process (U T U T ... U), so that each
+    # traced run has a baseline measured seconds apart: a change of machine load then moves
+    # both and cancels in their ratio.
+    paired = config != "untraced"
+    if paired:
+        info["base_runs"] = []
     for _ in range(runs):
+        if paired:
+            gc.collect()
+            info["base_runs"].append(run_untraced(fn))
         gc.collect()
         info["runs"].append(RUNNERS[config](fn))
+    if paired:
+        gc.collect()
+        info["base_runs"].append(run_untraced(fn))
     return info
 
 
@@ -350,16 +362,41 @@ def why_missing(cell: list[dict[str, Any]]) -> str:
     return "no data"
 
 
+def pair_ratios(cell: list[dict[str, Any]]) -> list[float]:
+    """Each traced run over the mean of the untraced runs just before and after it (same
+    process)."""
+    out = []
+    for res in cell:
+        base = res.get("base_runs", [])
+        for i, run in enumerate(res.get("runs", [])):
+            if i + 1 < len(base):
+                out.append(run[CLOCK] / ((base[i][CLOCK] + base[i + 1][CLOCK]) / 2))
+    return out
+
+
+def ratio(cells: dict[str, list[dict[str, Any]]], config: str, how: str) -> Optional[float]:
+    """Traced / untraced. "paired": median of pair_ratios(); "min"/"median": that statistic of
+    the traced runs over the same statistic of the untraced config's runs."""
+    if config == "untraced":
+        return 1.0 if samples(cells.get("untraced", [])) else None
+    if how == "paired":
+        values = pair_ratios(cells.get(config, []))
+        return statistics.median(values) if values else None
+    base = stat(samples(cells.get("untraced", [])), how)
+    value = stat(samples(cells.get(config, [])), how)
+    return value / base if value is not None and base else None
+
+
 def ratios(raw_py: dict[str, dict[str, list[dict[str, Any]]]], how: str
            ) -> dict[str, dict[str, Optional[float]]]:
-    out: dict[str, dict[str, Optional[float]]] = {}
-    for workload, cells in raw_py.items():
-        base = stat(samples(cells.get("untraced", [])), how)
-        out[workload] = {}
-        for config, cell in cells.items():
-            value = stat(samples(cell), how)
-            out[workload][config] = value / base if value is not None and base else None
-    return out
+    return {workload: {config: ratio(cells, config, how) for config in cells}
+            for workload, cells in raw_py.items()}
+
+
+def base_seconds(cells: dict[str, list[dict[str, Any]]]) -> Optional[float]:
+    """Seconds of one untraced run: the median of the untraced config's runs."""
+    values = samples(cells.get("untraced", []))
+    return statistics.median(values) if values else None
 
 
 def geomean(values: list[float]) -> Optional[float]:
@@ -382,6 +419,23 @@ def bytes_per_event(cell: list[dict[str, Any]], untraced: list[dict[str, Any]]
     return raw, net
 
 
+def bytes_fit(raw_py: dict[str, dict[str, list[dict[str, Any]]]], config: str = "framescope"
+              ) -> Optional[tuple[float, float, int]]:
+    """Least-squares line through (recorded events, RSS growth) of the first traced run of every
+    process, over all workloads: (bytes per event, fixed bytes per session, points). The slope
+    is the memory an event costs; the intercept is what a session costs whatever it records."""
+    points = [(r["events"], r["rss_growth"]) for cells in raw_py.values()
+              for res in cells.get(config, []) for r in res.get("runs", [])[:1]
+              if r.get("events", 0) >= MIN_EVENTS_FOR_BYTES]
+    if len({x for x, _ in points}) < 2:
+        return None
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    slope = (sum((x - mx) * (y - my) for x, y in points)
+             / sum((x - mx) ** 2 for x, _ in points))
+    return slope, my - slope * mx, len(points)
+
+
 def events_per_run(cell: list[dict[str, Any]]) -> Optional[float]:
     values = samples(cell, "events")
     return statistics.median(values) if values else None
@@ -389,13 +443,14 @@ def events_per_run(cell: list[dict[str, Any]]) -> Optional[float]:
 
 def overhead_ns_per_call(raw_cells: dict[str, list[dict[str, Any]]], config: str,
                          how: str) -> Optional[float]:
-    """(traced - untraced) time per Python call, calls = Python events / 2."""
-    base = stat(samples(raw_cells.get("untraced", [])), how)
-    traced = stat(samples(raw_cells.get(config, [])), how)
-    events = events_per_run(raw_cells.get(config, []))
-    if base is None or traced is None or not events:
+    """(traced - untraced) time per Python call: (ratio - 1) x untraced seconds / calls, with
+    calls = the Python events framescope recorded / 2 (the no-op hook records nothing)."""
+    base = base_seconds(raw_cells)
+    r = ratio(raw_cells, config, how)
+    events = events_per_run(raw_cells.get("framescope", []))
+    if base is None or r is None or not events:
         return None
-    return (traced - base) / (events / 2) * 1e9
+    return (r - 1) * base / (events / 2) * 1e9
 
 
 def fmt(v: Optional[float], width: int = 6, digits: int = 2) -> str:
@@ -410,12 +465,12 @@ def report(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
            configs: list[str], how: str) -> tuple[str, dict[str, Any]]:
     table = ratios(raw_py, how)
     shown = [c for c in configs if c != "untraced"]
-    lines = [f"== Python {py.label} ({py.path}) — {how} of runs, {'CPU' if CLOCK == 'cpu' else 'wall'}"
+    lines = [f"== Python {py.label} ({py.path}) — {how} ratios, {'CPU' if CLOCK == 'cpu' else 'wall'}"
              " time, ratio to untraced =="]
     head = f"{'workload':10} {'untraced s':>10} " + " ".join(f"{SHORT[c]:>6}" for c in shown)
     lines += [head + f" {'fs/no-op':>8}", "-" * (len(head) + 9)]
     for workload, row in table.items():
-        base = stat(samples(raw_py[workload].get("untraced", [])), how)
+        base = base_seconds(raw_py[workload])
         fs, noop = row.get("framescope"), row.get("noop_hook")
         vs_noop = fs / noop if fs and noop else None
         lines.append(f"{workload:10} {fmt(base, 10, 3)} "
@@ -453,13 +508,7 @@ def targets(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
                         f"(target <= {TARGET_FIB_VS_NOOP}: {verdict(fs / noop <= TARGET_FIB_VS_NOOP)})"
                         if noop else ""))
         ns = overhead_ns_per_call(raw_py["fib"], "framescope", how)
-        ns_noop = None
-        if noop is not None and ns is not None:
-            # The no-op hook records nothing: reuse framescope's call count.
-            base = stat(samples(raw_py["fib"]["untraced"]), how)
-            hooked = stat(samples(raw_py["fib"]["noop_hook"]), how)
-            events = events_per_run(raw_py["fib"]["framescope"])
-            ns_noop = (hooked - base) / (events / 2) * 1e9 if base and hooked and events else None
+        ns_noop = overhead_ns_per_call(raw_py["fib"], "noop_hook", how)
         if ns is not None:
             lines.append(f"  fib(25) overhead per call: framescope {ns:.1f} ns, no-op hook "
                          f"{fmt(ns_noop, 1, 1)} ns")
@@ -474,15 +523,19 @@ def targets(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
     bpe = {w: v for w, v in bpe.items() if v[0] is not None}
     if bpe:
         summary["bytes_per_event"] = {w: {"raw": v[0], "net": v[1]} for w, v in bpe.items()}
-        worst = max(v[1] for v in bpe.values() if v[1] is not None)
+        fit = bytes_fit(raw_py)
         start = [r["rss_growth_at_start"] for res in raw_py.get("fib", {}).get("framescope", [])
                  for r in res.get("runs", [])[:1] if "rss_growth_at_start" in r]
         lines.append("  bytes/event while tracing, framescope (RSS growth from before start() to "
                      "the end of the run / recorded events; net of the untraced run's growth"
                      + (f"; start() itself: {max(start) / 2**20:.1f} MiB" if start else "") + "):")
-        lines.append("    " + ", ".join(f"{w} {v[0]:.1f} (net {v[1]:.1f})" for w, v in bpe.items())
-                     + f"; target <= {TARGET_BYTES_PER_EVENT:.0f}: "
-                     f"{verdict(worst <= TARGET_BYTES_PER_EVENT)}")
+        lines.append("    " + ", ".join(f"{w} {v[0]:.1f} (net {v[1]:.1f})" for w, v in bpe.items()))
+        if fit is not None:
+            slope, fixed, n = fit
+            summary["bytes_fit"] = {"bytes_per_event": slope, "fixed_bytes": fixed, "points": n}
+            lines.append(f"    fit over {n} runs: {slope:.2f} bytes per event + {fixed / 2**20:.2f} "
+                         f"MiB per session (target <= {TARGET_BYTES_PER_EVENT:.0f} per event: "
+                         f"{verdict(slope <= TARGET_BYTES_PER_EVENT + 0.05)})")
     notes = trace_notes(raw_py)
     if notes:
         summary["notes"] = notes
@@ -528,8 +581,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                     help="fresh processes per cell (default 2)")
     ap.add_argument("--scale", type=float, default=None,
                     help="workload size factor (default 1: ~0.2-1 s per untraced run on 3.11)")
-    ap.add_argument("--stat", choices=("min", "median"), default="min",
-                    help="statistic of the runs used for ratios (default min)")
+    ap.add_argument("--stat", choices=("paired", "min", "median"), default="paired",
+                    help="ratio: median over traced runs of run / neighbouring untraced runs of "
+                    "the same process (default), or min/median of traced runs over min/median "
+                    "of the separate untraced processes")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="timing used for ratios: process CPU time (default; robust to other "
                     "load on the machine) or wall time; both are kept in the JSON")
@@ -537,6 +592,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
                     help="smoke run: scale 0.1, 2 runs, 1 process")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per worker process")
     ap.add_argument("--output", default=RESULTS, help="JSON results file")
+    ap.add_argument("--report", metavar="JSON", default=None,
+                    help="print the tables of an earlier run's JSON again (no measurement)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     quick = (0.1, 2, 1) if args.quick else (1.0, 3, 2)
@@ -548,6 +605,20 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     return args
 
 
+def reprint(path: str, how: str) -> int:
+    with open(path) as f:
+        result = json.load(f)
+    for label, info in result["pythons"].items():
+        py = Interpreter(info["path"], info["version"], label)
+        raw_py = result["raw"].get(label, {})
+        configs = [c for c in CONFIGS if any(c in cells for cells in raw_py.values())]
+        print(report(py, raw_py, configs, how)[0] + "\n")
+    m = result["machine"]
+    print(f"{result['date']}: load average at start {m['loadavg_start']}, at end "
+          f"{m['loadavg_end']}; {result['duration_s']} s")
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     if args.worker:
@@ -555,6 +626,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     global CLOCK
     CLOCK = "cpu" if args.clock == "cpu" else "time"
+    if args.report:
+        return reprint(args.report, args.stat)
     pythons = describe(args.pythons or find_pythons())
     configs = [c for c in CONFIGS if c in args.configs]
     started = datetime.datetime.now(datetime.timezone.utc)
