@@ -159,7 +159,8 @@ def run_case(python: str, case: str, n: int, repeats: int, timeout: float) -> di
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return {"case": case, "error": f"exit {proc.returncode}: " + " | ".join(tail)}
-    return json.loads(lines[-1])
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
 
 
 def cell(result: dict[str, Any]) -> tuple[str, str]:
@@ -184,7 +185,7 @@ def report(label: str, path: str, results: dict[str, dict[str, Any]]) -> str:
         lines.append(f"{library:11} {'decorator' if form == 'deco' else 'with':10} "
                      f"{shown_kind:14} {ns:>7} {net:>7}")
         if "skipped" in res or "error" in res:
-            notes.add(res.get("skipped") or res.get("error"))
+            notes.add(str(res.get("skipped") or res.get("error")))
     target = results.get("fs_cm_session", {})
     if "ns" in target:
         ns = min(target["ns"])

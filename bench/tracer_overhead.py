@@ -143,7 +143,7 @@ def run_cprofile(fn: Callable[[], Any]) -> dict[str, Any]:
 
 
 def run_yappi(fn: Callable[[], Any]) -> dict[str, Any]:
-    import yappi
+    import yappi  # type: ignore[import-untyped]
 
     yappi.set_clock_type("wall")
     yappi.start()
@@ -154,7 +154,7 @@ def run_yappi(fn: Callable[[], Any]) -> dict[str, Any]:
 
 
 def run_viztracer(fn: Callable[[], Any]) -> dict[str, Any]:
-    from viztracer import VizTracer
+    from viztracer import VizTracer  # type: ignore[import-untyped]
 
     tracer = VizTracer(tracer_entries=VIZ_ENTRIES, verbose=0)
     tracer.start()
@@ -167,7 +167,7 @@ def run_viztracer(fn: Callable[[], Any]) -> dict[str, Any]:
 def run_torch(fn: Callable[[], Any]) -> dict[str, Any]:
     import torch.profiler as tp
 
-    prof = tp.profile(activities=[tp.ProfilerActivity.CPU], with_stack=True)
+    prof: Any = tp.profile(activities=[tp.ProfilerActivity.CPU], with_stack=True)
     prof.__enter__()
     t = timed(fn)
     t0 = time.perf_counter()
@@ -292,7 +292,8 @@ def run_worker(py: Interpreter, workload: str, config: str, runs: int, scale: fl
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return {"workload": workload, "config": config, "runs": [],
                 "error": f"exit {proc.returncode}: " + " | ".join(tail)}
-    return json.loads(lines[-1])
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
 
 
 def machine_info() -> dict[str, Any]:
@@ -356,9 +357,9 @@ def stat(values: list[float], how: str) -> Optional[float]:
 def why_missing(cell: list[dict[str, Any]]) -> str:
     for res in cell:
         if res.get("skipped"):
-            return "skipped: " + res["skipped"]
+            return f"skipped: {res['skipped']}"
         if res.get("error"):
-            return "error: " + res["error"]
+            return f"error: {res['error']}"
     return "no data"
 
 
@@ -478,8 +479,8 @@ def report(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
     summary: dict[str, Any] = {"ratios": table}
     real = [w for w in table if w in REAL_WORKLOADS]
     if real:
-        gm = {c: geomean([table[w][c] for w in real if table[w].get(c)]) if all(
-            table[w].get(c) for w in real) else None for c in shown}
+        gm = {c: geomean([v for w in real if (v := table[w].get(c)) is not None])
+              if all(table[w].get(c) for w in real) else None for c in shown}
         summary["geomean_real"] = gm
         lines.append(f"{'geomean':10} {'':10} " + " ".join(fmt(gm[c]) for c in shown)
                      + f"   (over {len(real)} real workloads)")

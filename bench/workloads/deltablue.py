@@ -63,16 +63,35 @@ class Constraint:
         self.strength = strength
 
     # Subclasses define these.
-    def add_to_graph(self) -> None: ...
-    def remove_from_graph(self) -> None: ...
-    def choose_method(self, mark: int) -> None: ...
-    def is_satisfied(self) -> bool: ...
-    def mark_inputs(self, mark: int) -> None: ...
-    def mark_unsatisfied(self) -> None: ...
-    def output(self) -> Variable: ...
-    def recalculate(self) -> None: ...
-    def inputs_known(self, mark: int) -> bool: ...
-    def execute(self) -> None: ...
+    def add_to_graph(self) -> None:
+        raise NotImplementedError
+
+    def remove_from_graph(self) -> None:
+        raise NotImplementedError
+
+    def choose_method(self, mark: int) -> None:
+        raise NotImplementedError
+
+    def is_satisfied(self) -> bool:
+        raise NotImplementedError
+
+    def mark_inputs(self, mark: int) -> None:
+        raise NotImplementedError
+
+    def mark_unsatisfied(self) -> None:
+        raise NotImplementedError
+
+    def output(self) -> Variable:
+        raise NotImplementedError
+
+    def recalculate(self) -> None:
+        raise NotImplementedError
+
+    def inputs_known(self, mark: int) -> bool:
+        raise NotImplementedError
+
+    def execute(self) -> None:
+        raise NotImplementedError
 
     def is_input(self) -> bool:
         return False
