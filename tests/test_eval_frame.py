@@ -16,18 +16,11 @@ import pytest
 import framescope
 from framescope import _core
 from framescope import eval_frame as ef
+from eval_frame_support import clean_eval_frame_state, codes_to_reset, run_with
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_codes_to_reset: list[CodeType] = []
 
 
-def run_with(callback: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Calls fn with `callback` set on this thread (only fn and what it calls are intercepted)."""
-    prior = ef.set_eval_frame(callback)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        ef.set_eval_frame(prior)
 
 
 class Cacher:
@@ -41,7 +34,7 @@ class Cacher:
         replace: dict[CodeType, CodeType] | None = None,
     ) -> None:
         self.targets = {fn.__code__ for fn in fns}
-        _codes_to_reset.extend(self.targets)
+        codes_to_reset.extend(self.targets)
         self.replace = replace or {}
         self.guard = guard or (lambda f_locals: True)
         self.offers: list[str] = []
@@ -56,12 +49,7 @@ class Cacher:
 
 @pytest.fixture(autouse=True)
 def clean_thread() -> Iterator[None]:
-    assert ef.set_eval_frame(None) is None, "an earlier test left a callback set"
-    yield
-    assert ef.set_eval_frame(None) is None, "the test left a callback set"
-    assert _core._eval_frame_debug()["enabled_threads"] == 0
-    while _codes_to_reset:
-        ef.reset_code(_codes_to_reset.pop())
+    yield from clean_eval_frame_state()
 
 
 def entries(fn: Callable[..., Any]) -> list[ef.CacheEntry]:
@@ -119,7 +107,7 @@ def test_bad_arguments_raise_clear_errors() -> None:
     # A GuardedCode whose __init__ never ran is refused when returned, not dereferenced.
     blank = ef.GuardedCode.__new__(ef.GuardedCode)
     assert blank.code is None and "uninitialised" in repr(blank)
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     with pytest.raises(TypeError, match="needs a code object"):
         run_with(lambda frame, entry, state: blank if frame.f_code is f.__code__ else None, f, 1)
     assert entries(f) == []
@@ -132,7 +120,7 @@ def test_callback_returning_something_else_raises_and_installs_nothing() -> None
     def cb(frame: Any, entry: Any, state: Any) -> Any:
         return 42 if frame.f_code is f.__code__ else None
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     with pytest.raises(TypeError, match="must return None or a GuardedCode, not int"):
         run_with(cb, f, 1)
     assert entries(f) == [] and not ef.is_skipped(f.__code__)
@@ -254,7 +242,7 @@ def test_hit_moves_the_entry_to_the_head_and_fail_hook_sees_index_and_is_last() 
             return None
         return ef.GuardedCode(code=f.__code__, check_fn=make_guard(frame.f_locals["x"]))
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     failed: list[tuple[Any, ...]] = []
     ef.set_guard_fail_hook(lambda check_fn, code, f_locals, index, is_last: failed.append(
         (check_fn.value, code, dict(f_locals), index, is_last)))
@@ -289,7 +277,7 @@ def test_frame_state_is_one_dict_per_code_object_until_reset() -> None:
         state["calls"] = state.get("calls", 0) + 1
         return ef.GuardedCode(code=f.__code__, check_fn=lambda f_locals: False)
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     for i in range(3):
         run_with(cb, f, i)
     assert states[0] is states[1] is states[2] and states[0]["calls"] == 3
@@ -387,7 +375,7 @@ def test_frame_exposes_code_locals_globals_builtins_lasti_lineno_back() -> None:
         )
         return None
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     assert run_with(cb, f, 1, 5, 6, c=3, d=4) == 1 + 5 + 3 + 10 + 1
     assert seen["code"] is f.__code__
     assert seen["locals"] == {"a": 1, "b": 5, "c": 3, "rest": (6,), "kw": {"d": 4}, "outside": 10}
@@ -459,12 +447,12 @@ def test_frame_of_a_call_from_c_has_no_back_frame_of_its_own() -> None:
             backs.append(frame.f_back)
         return None
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
 
     def via_map() -> list[int]:
         return list(map(f, [1]))  # called from C (map), whose caller is via_map
 
-    _codes_to_reset.append(via_map.__code__)
+    codes_to_reset.append(via_map.__code__)
     assert run_with(cb, via_map) == [1]
     assert backs[0].f_code is via_map.__code__
 
@@ -536,7 +524,7 @@ def test_tracer_keeps_recording_while_callbacks_are_set() -> None:
         return target(1) + target(2) + plain(3)
 
     cb = Cacher(target, guard=guard_of_target, replace={target.__code__: target_transformed.__code__})
-    _codes_to_reset.extend([outer.__code__, plain.__code__])
+    codes_to_reset.extend([outer.__code__, plain.__code__])
     with framescope.profile(with_stack=True) as prof:
         assert run_with(cb, outer) == 1001 + 1002 + 2
     names = [e.name for e in prof.events()]

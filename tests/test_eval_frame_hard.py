@@ -17,18 +17,12 @@ import pytest
 
 from framescope import _core
 from framescope import eval_frame as ef
+from eval_frame_support import clean_eval_frame_state, codes_to_reset, run_with
 
-_codes_to_reset: list[CodeType] = []
 LOG: list[str] = []
 PY310 = sys.version_info < (3, 11)
 
 
-def run_with(callback: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    prior = ef.set_eval_frame(callback)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        ef.set_eval_frame(prior)
 
 
 class Cacher:
@@ -40,7 +34,7 @@ class Cacher:
         guard: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.targets = targets
-        _codes_to_reset.extend(targets)
+        codes_to_reset.extend(targets)
         self.guard = guard or (lambda f_locals: True)
         self.offers: list[str] = []
         self.guard_calls = 0
@@ -68,14 +62,7 @@ def replace(fn: Callable[..., Any], new: Callable[..., Any] | CodeType, guard: A
 
 @pytest.fixture(autouse=True)
 def clean_thread() -> Iterator[None]:
-    assert ef.set_eval_frame(None) is None, "an earlier test left a callback set"
-    yield
-    ef.set_guard_fail_hook(None)
-    ef.set_guard_error_hook(None)
-    assert ef.set_eval_frame(None) is None, "the test left a callback set"
-    assert _core._eval_frame_debug()["enabled_threads"] == 0
-    while _codes_to_reset:
-        ef.reset_code(_codes_to_reset.pop())
+    yield from clean_eval_frame_state()
 
 
 # -- no re-entry ---------------------------------------------------------------------------------
@@ -103,7 +90,7 @@ def test_guards_and_the_callback_run_with_the_callback_none() -> None:
             return ef.GuardedCode(code=helper.__code__, check_fn=lambda f_locals: False)
         return None
 
-    _codes_to_reset.extend([f.__code__, helper.__code__])
+    codes_to_reset.extend([f.__code__, helper.__code__])
     assert run_with(cb, f, 1) == 1  # miss: the callback calls helper
     assert run_with(cb, f, 2) == 2  # hit: the guard calls helper
     assert offered == []
@@ -125,7 +112,7 @@ def test_set_eval_frame_called_by_the_callback_takes_effect() -> None:
         got.append(ef.set_eval_frame(False))  # this thread goes run-only
         return ef.GuardedCode(code=f.__code__, check_fn=lambda f_locals: f_locals["x"] == 1)
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     prior = ef.set_eval_frame(cb)
     try:
         first = f(1)
@@ -209,7 +196,7 @@ def test_a_raising_callback_propagates_and_installs_nothing() -> None:
         state["partial"] = True
         raise RuntimeError("compile failed")
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     prior = ef.set_eval_frame(cb)
     try:
         for _ in range(2):
@@ -315,12 +302,12 @@ def test_closures_sharing_one_code_share_the_cache_and_guards_tell_them_apart() 
         k = frame.f_locals["k"]  # the free variable's value
         return ef.GuardedCode(code=new_code, check_fn=lambda f_locals: f_locals["k"] == k)
 
-    _codes_to_reset.append(add2.__code__)
+    codes_to_reset.append(add2.__code__)
 
     def calls() -> list[int]:
         return [add2(10), add3(10), add2(5), add3(5)]
 
-    _codes_to_reset.append(calls.__code__)
+    codes_to_reset.append(calls.__code__)
     assert run_with(cb, calls) == [20, 30, 10, 15]
     assert len(ef.cache_entries(add2.__code__)) == 2
 
@@ -495,7 +482,7 @@ def test_generators_are_offered_once_per_call_not_per_resume() -> None:
         g2.close()
         return out
 
-    _codes_to_reset.append(drive.__code__)
+    codes_to_reset.append(drive.__code__)
     assert run_with(cb, drive) == [[0, 1, 2, 3], [0, 1, 2, 3], 0, "boom", 0]
     assert cb.offers == ["gen"]
     assert cb.guard_calls == 3  # one per call of gen, none per resume
@@ -536,7 +523,7 @@ def test_coroutines_are_offered_once_per_call_and_throw_runs_finally() -> None:
             out.append("thrown")
         return out
 
-    _codes_to_reset.append(drive.__code__)
+    codes_to_reset.append(drive.__code__)
     assert run_with(cb, drive) == ["suspended", 2, "suspended", 2, "thrown"]
     assert cb.offers == ["coro"] and cb.guard_calls == 2
     assert LOG == ["coro finally"] * 3
@@ -602,7 +589,7 @@ def test_other_code_in_deep_recursion_across_frame_stack_chunks() -> None:
             return ef.GuardedCode(code=rec_big_new.__code__, check_fn=bool)
         return None
 
-    _codes_to_reset.append(rec_big.__code__)
+    codes_to_reset.append(rec_big.__code__)
     before = _core._eval_frame_debug()["frames_unwound"]
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(5000)
@@ -686,7 +673,7 @@ def test_reset_code_from_a_guard_the_callback_or_the_running_code() -> None:
             ef.reset_code(f.__code__)  # its own code: the new entry goes to a fresh state
         return ef.GuardedCode(code=f_new.__code__ if n % 2 else f.__code__, check_fn=guard)
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     # 7: a guard fails; 5: a guard resets; 2: f_new(3) reset the code while running from it
     assert run_with(cb, f, 8) == 8
     assert offers == [(8, True), (7, False), (5, True), (2, True)]
@@ -709,7 +696,7 @@ def test_skip_code_from_the_callback_still_runs_the_returned_code_once() -> None
         ef.skip_code(f.__code__)  # its own code: later calls run as usual
         return ef.GuardedCode(code=f_new.__code__, check_fn=lambda f_locals: True)
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     assert run_with(cb, f, 3) == -3  # the returned entry ran on this frame
     assert run_with(cb, f, 3) == 3  # skipped: no lookup, the original runs
     assert ef.is_skipped(f.__code__) and len(ef.cache_entries(f.__code__)) == 1
@@ -805,7 +792,7 @@ def test_frames_called_by_a_trace_function_are_not_intercepted() -> None:
         offered.append(frame.f_code.co_name)
         return None
 
-    _codes_to_reset.extend([helper.__code__, traced.__code__])
+    codes_to_reset.extend([helper.__code__, traced.__code__])
     old = sys.gettrace()
     prior = ef.set_eval_frame(cb)
     sys.settrace(tracer)
@@ -844,7 +831,7 @@ def test_no_leak_over_10000_set_reset_cycles() -> None:
         refs[:] = [weakref.ref(guard), weakref.ref(marker)]
         return ef.GuardedCode(code=f.__code__, check_fn=guard)
 
-    _codes_to_reset.append(f.__code__)
+    codes_to_reset.append(f.__code__)
     base = _core._eval_frame_debug()
 
     def cycles(n: int) -> None:
@@ -989,7 +976,7 @@ def test_threads_sharing_code_objects_while_guards_reset_them() -> None:
         except Exception as e:  # noqa: BLE001
             errors.append(repr(e))
 
-    _codes_to_reset.extend([stress_f.__code__, stress_g.__code__])
+    codes_to_reset.extend([stress_f.__code__, stress_g.__code__])
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
