@@ -68,12 +68,15 @@ void learn_stack(HookThread& h) {
 
 // The rare path of hooked frames: a thread's first frame, or a deep stack. Returns false when
 // the frame must be refused.
+// True when `here` lies below the thread's check line (so the stack is deep), learning the
+// thread's stack bounds on first use. False when the bounds are unknown.
+bool below_check_line(HookThread& h, uintptr_t here) {
+  if (h.stack_check_below == UINTPTR_MAX) learn_stack(h);
+  return h.stack_low && here < h.stack_check_below;
+}
+
 FRAMESCOPE_NOINLINE bool stack_slow_path(HookThread& h, uintptr_t here, const char** why) {
-  if (h.stack_check_below == UINTPTR_MAX) {
-    learn_stack(h);
-    if (here >= h.stack_check_below) return true;
-  }
-  if (!h.stack_low) return true;
+  if (!below_check_line(h, here)) return true;
   uint64_t remaining = here - h.stack_low;
   // Deep recursion while the tracer is the hook's only user: hand new frames to the fallback
   // backend, whose calls the interpreter inlines again (no C stack per Python call).
@@ -153,11 +156,7 @@ bool c_stack_nearly_exhausted() {
   char marker;
   uintptr_t here = reinterpret_cast<uintptr_t>(&marker);
   if (FRAMESCOPE_LIKELY(here >= h.stack_check_below)) return false;
-  if (h.stack_check_below == UINTPTR_MAX) {
-    learn_stack(h);
-    if (here >= h.stack_check_below) return false;
-  }
-  return h.stack_low && here - h.stack_low <= kHardReserve;
+  return below_check_line(h, here) && here - h.stack_low <= kHardReserve;
 }
 
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
