@@ -9,9 +9,10 @@ import subprocess
 import sysconfig
 from pathlib import Path
 from types import ModuleType
+from typing import Sequence
 
 
-def build_extension(name: str, source: str, workdir: Path, include_dirs: list[str] = ()) -> ModuleType:  # type: ignore[assignment]
+def build_extension(name: str, source: str, workdir: Path, include_dirs: Sequence[str] = ()) -> ModuleType:
     """Compiles C ``source`` as module ``name`` in ``workdir`` and imports it."""
     src = workdir / f"{name}.c"
     src.write_text(source)

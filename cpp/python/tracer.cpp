@@ -106,6 +106,10 @@ bool resolve_python_key(uint64_t key, Symbol& out) {
 
 }  // namespace
 
+#if FS_PY311
+constexpr int kGeneratorCodeFlags = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
+#endif
+
 uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
   if (!g_session) return 0;
   CodeExtra* extra = get_or_create_code_extra(code);
@@ -118,7 +122,7 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
     Py_INCREF(code);
     extra->traced_epoch = g_tracer.epoch;
 #if FS_PY311
-    if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
+    if (code->co_flags & kGeneratorCodeFlags) {
       extra->tracer_slow_path = true;
     }
 #endif
@@ -127,8 +131,7 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
   // On 3.11+ calling a generator function evaluates its frame through the hook once, to run
   // RETURN_GENERATOR (3.10 builds the generator without evaluating). That call only creates the
   // generator; the profile shows its resumes, as the fallbacks and torch do.
-  if (frame && (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) &&
-      !frame_is_resumed(frame)) {
+  if (frame && (code->co_flags & kGeneratorCodeFlags) && !frame_is_resumed(frame)) {
     return 0;
   }
 #endif
