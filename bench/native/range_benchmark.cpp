@@ -6,6 +6,8 @@
 //   Session           recorded by a session into the thread's buffer (target <= 30 ns)
 //   Observer          one global no-op observer, no session
 //   SessionObserver   both
+//   ClockFloor        the floor of any recorded range: two clock reads (now_ticks) and two
+//                     16-byte stores into a cached ring, no checks (no target; printed beside)
 // The session runs in flight-recorder mode (kKeepNewest) with pre-faulted chunks, so that any
 // number of iterations runs at the steady-state cost instead of filling memory.
 #include <benchmark/benchmark.h>
@@ -70,6 +72,22 @@ void BM_RangeSessionObserver(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_RangeSessionObserver);
+
+// Two timestamped 16-byte events into a small ring that stays in cache: what a range would cost
+// with nothing but its clock reads and stores.
+void BM_ClockFloor(benchmark::State& state) {
+  static framescope::internal::RawEvent ring[4096];
+  size_t pos = 0;
+  for (auto _ : state) {
+    ring[pos] = {framescope::now_ticks(), 1};
+    pos = (pos + 1) & 4095;
+    benchmark::ClobberMemory();
+    ring[pos] = {framescope::now_ticks(), 3};
+    pos = (pos + 1) & 4095;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ClockFloor);
 
 }  // namespace
 

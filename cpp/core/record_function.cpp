@@ -17,6 +17,9 @@ namespace internal {
 std::atomic<int> g_range_consumers{0};
 /// Number of global callbacks (kept outside GlobalCallbacks so the hot path has no static guard).
 std::atomic<int> g_global_callback_count{0};
+/// Mirrors `t_callbacks != nullptr` (null or non-empty: removing the last callback installs
+/// null) without the TLS init guard of a thread_local shared_ptr.
+__thread bool t_has_local_callbacks __attribute__((tls_model("initial-exec"))) = false;
 
 void record_async_end(uint64_t epoch, uint32_t buffer_index, uint64_t begin_seq, uint64_t ticks);
 
@@ -98,8 +101,6 @@ GlobalCallbacks& globals() {
 }
 
 thread_local std::shared_ptr<ThreadLocalCallbacks> t_callbacks;
-// Mirrors `t_callbacks != nullptr` without the TLS init guard of a thread_local shared_ptr.
-__thread bool t_has_local_callbacks = false;
 thread_local uint64_t t_callbacks_version = 1;
 __thread uint64_t t_thread_id = 0;
 
@@ -164,10 +165,6 @@ CallbackCache& cache() {
   return *t_cache;
 }
 
-bool have_callbacks() {
-  // t_callbacks is null or non-empty (removing the last one installs null).
-  return g_global_callback_count.load(std::memory_order_relaxed) != 0 || t_has_local_callbacks;
-}
 
 void report_callback_exception(const char* where) {
   static std::atomic<bool> reported{false};
@@ -353,29 +350,8 @@ FRAMESCOPE_ALWAYS_INLINE void RecordFunction::init_inline(RecordScope scope) noe
 }
 
 void RecordFunction::init_and_start(const char* static_name) noexcept {
-  // Fast path: recorded by the session only (no callbacks at all). Sets every member that
-  // init_inline() would, then appends the begin event.
-  internal::ThreadBuffer* b = internal::current_buffer();
-  if (FRAMESCOPE_LIKELY(b != nullptr && !internal::have_callbacks())) {
-    static_name_ = static_name;
-    buffer_ = b;
-    observers_ = nullptr;
-    session_epoch_ = internal::t_slot.epoch;
-    thread_id_ = internal::thread_id_inline();
-    buffer_index_ = b->index();
-    active_ = true;
-    initialized_ = true;
-    started_ = true;
-    needs_inputs_ = record_inputs_in_session_ = b->record_shapes;
-    begin_seq_ = b->append(
-        now_ticks(),
-        internal::pack_word(internal::EventKind::kRangeBegin,
-                            (reinterpret_cast<uint64_t>(static_name) & internal::kPointerMask) |
-                                (uint64_t(scope_) << 48)));
-    return;
-  }
-  // Slow path through out-of-line calls, which keeps the fast path above free of register
-  // saves (no shrink-wrapping problem with a big inlined slow path).
+  // The cases start_named() does not inline: callbacks, input shapes, no buffer yet. Out of line
+  // calls keep the inline fast path free of register saves.
   init(scope_);
   if (active_) before(static_name);
 }
@@ -458,20 +434,6 @@ void RecordFunction::start_observed(std::string_view name, std::vector<RangeInpu
     // Out of memory while copying a name or inputs: the range is not recorded.
     buffer_ = nullptr;
   }
-}
-
-void RecordFunction::end() noexcept {
-  if (!active_) return;
-  // Fast path: a started, unobserved range ending on its own thread in the same session.
-  if (FRAMESCOPE_LIKELY(started_ && observers_ == nullptr && buffer_ != nullptr &&
-                        internal::t_slot.buffer == buffer_ &&
-                        internal::t_slot.epoch == session_epoch_ &&
-                        begin_seq_ != internal::ThreadBuffer::kDroppedSeq)) {
-    active_ = false;
-    buffer_->append(now_ticks(), internal::pack_word(internal::EventKind::kRangeEnd, begin_seq_));
-    return;
-  }
-  end_slow();
 }
 
 void RecordFunction::end_slow() noexcept {

@@ -18,6 +18,7 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return kDroppedSeq;
   }
+  const SideRecordMarks first_side = side_marks_from(word);
   RawEvent* chunk = session_->take_chunk();
   if (!chunk) {
     if (session_->config.on_limit == LimitPolicy::kKeepNewest && !chunks_.empty()) {
@@ -26,7 +27,9 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
       Chunk oldest = chunks_.front();
       chunks_.pop_front();
       dropped_.fetch_add(oldest.capacity, std::memory_order_relaxed);
-      release_side_records(oldest);
+      // Records referenced only by the recycled chunk go with it: those below the first
+      // records the remaining chunks (or the event being appended) may reference.
+      release_side_records_below(chunks_.empty() ? first_side : chunks_.front().first_side);
       chunk = oldest.events;
     } else {
       session_->warn_limit_once();
@@ -35,7 +38,7 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
       return kDroppedSeq;
     }
   }
-  chunks_.push_back(Chunk{chunk, next_seq_, uint32_t(ChunkPool::kChunkEvents)});
+  chunks_.push_back(Chunk{chunk, next_seq_, uint32_t(ChunkPool::kChunkEvents), first_side});
   cursor_ = chunk;
   limit_ = chunk + ChunkPool::kChunkEvents;
   cursor_->ticks = ticks;
@@ -46,40 +49,37 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
   return seq;
 }
 
-void ThreadBuffer::release_side_records(const Chunk& chunk) noexcept {
-  // Side records are appended in the order of their events, so the records of the oldest chunk
-  // are a prefix of each list: release up to the highest index it references.
-  uint64_t last_detail = 0, last_string = 0, last_memory = 0;
-  bool any_detail = false, any_string = false, any_memory = false;
-  for (uint32_t i = 0; i < chunk.capacity; ++i) {
-    const uint64_t word = chunk.events[i].word;
-    switch (kind_of(word)) {
-      case EventKind::kRangeBeginSide:
-        last_detail = payload_of(word);
-        any_detail = true;
-        break;
-      case EventKind::kMark:
-        last_string = payload_of(word);
-        any_string = true;
-        break;
-      case EventKind::kMemory:
-        last_memory = payload_of(word);
-        any_memory = true;
-        break;
-      default:
-        break;
-    }
+SideRecordMarks ThreadBuffer::side_marks_from(uint64_t first_word) const noexcept {
+  // By default the next record to be appended; but a side event's record is appended before
+  // the event itself, so when the chunk starts with one, its record is the first referenced.
+  SideRecordMarks marks{details_base_ + details_.size(), strings_base_ + strings_.size(),
+                        memory_base_ + memory_.size()};
+  switch (kind_of(first_word)) {
+    case EventKind::kRangeBeginSide:
+      marks.details = payload_of(first_word);
+      break;
+    case EventKind::kMark:
+      marks.strings = payload_of(first_word);
+      break;
+    case EventKind::kMemory:
+      marks.memory = payload_of(first_word);
+      break;
+    default:
+      break;
   }
-  auto release = [](auto& list, uint64_t& base, bool any, uint64_t last) {
-    if (!any) return;
-    while (!list.empty() && base <= last) {
+  return marks;
+}
+
+void ThreadBuffer::release_side_records_below(const SideRecordMarks& keep) noexcept {
+  auto release = [](auto& list, uint64_t& base, uint64_t keep_from) {
+    while (!list.empty() && base < keep_from) {
       list.pop_front();
       ++base;
     }
   };
-  release(details_, details_base_, any_detail, last_detail);
-  release(strings_, strings_base_, any_string, last_string);
-  release(memory_, memory_base_, any_memory, last_memory);
+  release(details_, details_base_, keep.details);
+  release(strings_, strings_base_, keep.strings);
+  release(memory_, memory_base_, keep.memory);
 }
 
 uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) noexcept {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "framescope/clock.h"
+#include "framescope/internal/thread_buffer.h"
 #include "framescope/macros.h"
 #include "framescope/range_input.h"
 
@@ -107,8 +108,16 @@ namespace internal {
 /// Non-zero while anything may want ranges: an active session or any callback. The only thing a
 /// disabled range reads.
 extern std::atomic<int> g_range_consumers;
-class ThreadBuffer;
+/// Number of global callbacks; with t_has_local_callbacks, what the inline fast path checks.
+extern std::atomic<int> g_global_callback_count;
+/// True while the calling thread has thread-local callbacks. Static TLS (see ThreadSlot).
+extern __thread bool t_has_local_callbacks __attribute__((tls_model("initial-exec")));
 struct ObserverState;
+
+/// True when any callback (global or of this thread) may observe ranges.
+FRAMESCOPE_ALWAYS_INLINE bool have_callbacks() noexcept {
+  return g_global_callback_count.load(std::memory_order_relaxed) != 0 || t_has_local_callbacks;
+}
 }  // namespace internal
 
 /// A scoped range. Construction checks (one relaxed load) whether anything consumes ranges; if
@@ -133,7 +142,7 @@ class RecordFunction {
                           RecordScope scope = RecordScope::kFunction) noexcept
       : scope_(scope), active_(false), initialized_(false) {
     if (FRAMESCOPE_UNLIKELY(internal::g_range_consumers.load(std::memory_order_relaxed) != 0)) {
-      init_and_start(static_name);  // one call for init() + before()
+      start_named(static_name);
     }
   }
   ~RecordFunction() {
@@ -155,7 +164,20 @@ class RecordFunction {
   /// Starts the range with inputs (kept only when a consumer needs them).
   void before(std::string_view name, std::vector<RangeInput> inputs, int64_t seq_nr = -1) noexcept;
   /// Ends the range (idempotent). May run on a thread other than the one that started it.
-  void end() noexcept;
+  FRAMESCOPE_ALWAYS_INLINE void end() noexcept {
+    if (!active_) return;
+    // Fast path, inline: a started, unobserved range ending on its own thread in its session.
+    if (FRAMESCOPE_LIKELY(started_ && observers_ == nullptr && buffer_ != nullptr &&
+                          internal::t_slot.buffer == buffer_ &&
+                          internal::t_slot.epoch == session_epoch_ &&
+                          begin_seq_ != internal::ThreadBuffer::kDroppedSeq)) {
+      active_ = false;
+      buffer_->append(now_ticks(),
+                      internal::pack_word(internal::EventKind::kRangeEnd, begin_seq_));
+      return;
+    }
+    end_slow();
+  }
 
   // ---- read by observers ----
   std::string_view name() const noexcept;
@@ -172,6 +194,31 @@ class RecordFunction {
   void init(RecordScope scope) noexcept;
   inline void init_inline(RecordScope scope) noexcept;  // defined and used in the .cpp only
   void init_and_start(const char* static_name) noexcept;
+  // The constructor's path once something consumes ranges. Inline for the common case (recorded
+  // by a session only, no callbacks): a range then costs two clock reads and two appends, with
+  // no calls into the library.
+  FRAMESCOPE_ALWAYS_INLINE void start_named(const char* static_name) noexcept {
+    internal::ThreadBuffer* b = internal::current_buffer();
+    if (FRAMESCOPE_LIKELY(b != nullptr && !internal::have_callbacks() && !b->record_shapes)) {
+      static_name_ = static_name;
+      buffer_ = b;
+      observers_ = nullptr;
+      session_epoch_ = internal::t_slot.epoch;
+      thread_id_ = b->logical_tid;
+      buffer_index_ = b->index();
+      active_ = true;
+      initialized_ = true;
+      started_ = true;
+      needs_inputs_ = record_inputs_in_session_ = false;
+      begin_seq_ = b->append(
+          now_ticks(),
+          internal::pack_word(internal::EventKind::kRangeBegin,
+                              (reinterpret_cast<uint64_t>(static_name) & internal::kPointerMask) |
+                                  (uint64_t(scope_) << 48)));
+      return;
+    }
+    init_and_start(static_name);  // one call for init() + before()
+  }
   void end_slow() noexcept;
   void start_static(const char* static_name, int64_t seq_nr) noexcept;
   void start_observed(std::string_view name, std::vector<RangeInput>* inputs,

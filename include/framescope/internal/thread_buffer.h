@@ -16,11 +16,20 @@
 
 namespace framescope::internal {
 
+/// Indices of the first side record (detail, string, memory) that events from some point on can
+/// reference. Side records are appended in the order of their events.
+struct SideRecordMarks {
+  uint64_t details = 0;
+  uint64_t strings = 0;
+  uint64_t memory = 0;
+};
+
 /// A fixed-size block of events. Chunks come pre-faulted from the ChunkPool and go back to it.
 struct Chunk {
   RawEvent* events = nullptr;
   uint64_t first_seq = 0;  // seq of events[0]
   uint32_t capacity = 0;
+  SideRecordMarks first_side;  // the first side records this chunk's events may reference
 };
 
 /// Side data of a range that needs more than 56 bits: a copied name, ids, inputs.
@@ -114,8 +123,12 @@ class ThreadBuffer {
 
  private:
   FRAMESCOPE_NOINLINE uint64_t append_slow(uint64_t ticks, uint64_t word) noexcept;
-  // Releases the side records referenced by a chunk about to be recycled (under mutex_).
-  void release_side_records(const Chunk& chunk) noexcept;
+  // The first side records that events from `first_word` (the first event of a new chunk) on
+  // may reference (under mutex_).
+  SideRecordMarks side_marks_from(uint64_t first_word) const noexcept;
+  // Releases the side records below `keep` once the chunks referencing them are recycled (under
+  // mutex_). O(records released): no scan of the recycled chunk.
+  void release_side_records_below(const SideRecordMarks& keep) noexcept;
 
   RawEvent* cursor_ = nullptr;
   RawEvent* limit_ = nullptr;
