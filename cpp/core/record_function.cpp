@@ -165,7 +165,6 @@ CallbackCache& cache() {
   return *t_cache;
 }
 
-
 void report_callback_exception(const char* where) {
   static std::atomic<bool> reported{false};
   if (!reported.exchange(true)) {

@@ -172,8 +172,7 @@ class RecordFunction {
                           internal::t_slot.epoch == session_epoch_ &&
                           begin_seq_ != internal::ThreadBuffer::kDroppedSeq)) {
       active_ = false;
-      buffer_->append(now_ticks(),
-                      internal::pack_word(internal::EventKind::kRangeEnd, begin_seq_));
+      buffer_->append(now_ticks(), internal::pack_word(internal::EventKind::kRangeEnd, begin_seq_));
       return;
     }
     end_slow();
