@@ -34,6 +34,7 @@ from workloads import REAL as REAL_WORKLOADS  # noqa: E402
 CONFIGS = (
     "untraced",
     "noop_hook",
+    "clock_floor",
     "framescope",
     "framescope_c",
     "framescope_fallback",
@@ -44,6 +45,7 @@ CONFIGS = (
 )
 SHORT = {
     "noop_hook": "no-op",
+    "clock_floor": "floor",
     "framescope": "fs",
     "framescope_c": "fs+C",
     "framescope_fallback": "fs-fb",
@@ -94,14 +96,20 @@ def run_untraced(fn: Callable[[], Any]) -> dict[str, Any]:
     return {**t, "rss_growth": rss_bytes() - before}
 
 
-def run_noop_hook(fn: Callable[[], Any]) -> dict[str, Any]:
-    from framescope import _core
+def limit_hook_runner(name: str) -> Runner:
+    """Runs under one of framescope's benchmark-only limit hooks (`_core.<name>`)."""
 
-    _core._noop_eval_hook(True)
-    try:
-        return timed(fn)
-    finally:
-        _core._noop_eval_hook(False)
+    def run(fn: Callable[[], Any]) -> dict[str, Any]:
+        from framescope import _core
+
+        hook = getattr(_core, name)
+        hook(True)
+        try:
+            return timed(fn)
+        finally:
+            hook(False)
+
+    return run
 
 
 def framescope_runner(**options: Any) -> Runner:
@@ -177,7 +185,8 @@ def run_torch(fn: Callable[[], Any]) -> dict[str, Any]:
 
 RUNNERS: dict[str, Runner] = {
     "untraced": run_untraced,
-    "noop_hook": run_noop_hook,
+    "noop_hook": limit_hook_runner("_noop_eval_hook"),
+    "clock_floor": limit_hook_runner("_clock_floor_eval_hook"),
     "framescope": framescope_runner(),
     "framescope_c": framescope_runner(c_calls=True),
     "framescope_fallback": framescope_runner(backend="fallback"),
@@ -186,9 +195,12 @@ RUNNERS: dict[str, Runner] = {
     "viztracer": run_viztracer,
     "torch": run_torch,
 }
+#: The limit configurations and the benchmark-only hook each installs.
+LIMIT_HOOKS = {"noop_hook": "_noop_eval_hook", "clock_floor": "_clock_floor_eval_hook"}
 #: Module a configuration needs, and how its absence is reported.
 NEEDS = {
     "noop_hook": "framescope",
+    "clock_floor": "framescope",
     "framescope": "framescope",
     "framescope_c": "framescope",
     "framescope_fallback": "framescope",
@@ -207,11 +219,12 @@ def unavailable(config: str) -> Optional[str]:
         importlib.import_module(module)
     except Exception as e:  # torch may fail with more than ImportError
         return f"{module} not importable: {type(e).__name__}: {e}"
-    if config == "noop_hook":
+    hook = LIMIT_HOOKS.get(config)
+    if hook is not None:
         from framescope import _core
 
-        if not hasattr(_core, "_noop_eval_hook"):
-            return "this framescope build has no _core._noop_eval_hook"
+        if not hasattr(_core, hook):
+            return f"this framescope build has no _core.{hook}"
     return None
 
 
@@ -469,13 +482,15 @@ def report(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
     lines = [f"== Python {py.label} ({py.path}) — {how} ratios, {'CPU' if CLOCK == 'cpu' else 'wall'}"
              " time, ratio to untraced =="]
     head = f"{'workload':10} {'untraced s':>10} " + " ".join(f"{SHORT[c]:>6}" for c in shown)
-    lines += [head + f" {'fs/no-op':>8}", "-" * (len(head) + 9)]
+    lines += [head + f" {'fs/no-op':>8} {'fs/floor':>8}", "-" * (len(head) + 18)]
     for workload, row in table.items():
         base = base_seconds(raw_py[workload])
-        fs, noop = row.get("framescope"), row.get("noop_hook")
+        fs, noop, floor = row.get("framescope"), row.get("noop_hook"), row.get("clock_floor")
         vs_noop = fs / noop if fs and noop else None
+        vs_floor = fs / floor if fs and floor else None
         lines.append(f"{workload:10} {fmt(base, 10, 3)} "
-                     + " ".join(fmt(row.get(c)) for c in shown) + f" {fmt(vs_noop, 8)}")
+                     + " ".join(fmt(row.get(c)) for c in shown)
+                     + f" {fmt(vs_noop, 8, 3)} {fmt(vs_floor, 8, 3)}")
     summary: dict[str, Any] = {"ratios": table}
     real = [w for w in table if w in REAL_WORKLOADS]
     if real:
@@ -499,7 +514,7 @@ def targets(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
             how: str) -> list[str]:
     lines: list[str] = []
     fib = table.get("fib", {})
-    fs, noop = fib.get("framescope"), fib.get("noop_hook")
+    fs, noop, floor = fib.get("framescope"), fib.get("noop_hook"), fib.get("clock_floor")
     if fs is not None:
         strict = py.version.split(".")[:2] != ["3", "10"]
         goal = f"target <= {TARGET_FIB}x" + ("" if strict else ", not set for 3.10")
@@ -508,17 +523,25 @@ def targets(py: Interpreter, raw_py: dict[str, dict[str, list[dict[str, Any]]]],
                      + (f"; no-op hook {noop:.2f}x; framescope/no-op {fs / noop:.3f} "
                         f"(target <= {TARGET_FIB_VS_NOOP}: {verdict(fs / noop <= TARGET_FIB_VS_NOOP)})"
                         if noop else ""))
+        if floor is not None and noop:
+            lines.append(f"  fib(25): clock floor {floor:.2f}x = {floor / noop:.3f} x no-op "
+                         f"(two clock reads per call, nothing else); framescope/floor "
+                         f"{fs / floor:.3f}")
         ns = overhead_ns_per_call(raw_py["fib"], "framescope", how)
         ns_noop = overhead_ns_per_call(raw_py["fib"], "noop_hook", how)
+        ns_floor = overhead_ns_per_call(raw_py["fib"], "clock_floor", how)
         if ns is not None:
-            lines.append(f"  fib(25) overhead per call: framescope {ns:.1f} ns, no-op hook "
-                         f"{fmt(ns_noop, 1, 1)} ns")
-        summary["fib"] = {"framescope": fs, "noop_hook": noop, "ns_per_call": ns,
-                          "noop_ns_per_call": ns_noop}
+            lines.append(f"  fib(25) overhead per call: framescope {ns:.1f} ns, clock floor "
+                         f"{fmt(ns_floor, 1, 1)} ns, no-op hook {fmt(ns_noop, 1, 1)} ns")
+        summary["fib"] = {"framescope": fs, "noop_hook": noop, "clock_floor": floor,
+                          "ns_per_call": ns, "noop_ns_per_call": ns_noop,
+                          "floor_ns_per_call": ns_floor}
     gm = summary.get("geomean_real", {}).get("framescope")
     if gm is not None:
+        gm_floor = summary.get("geomean_real", {}).get("clock_floor")
         lines.append(f"  geomean over real workloads: framescope {gm:.3f}x "
-                     f"(target <= {TARGET_GEOMEAN}x: {verdict(gm <= TARGET_GEOMEAN)})")
+                     f"(target <= {TARGET_GEOMEAN}x: {verdict(gm <= TARGET_GEOMEAN)})"
+                     + (f"; clock floor {gm_floor:.3f}x" if gm_floor else ""))
     bpe = {w: bytes_per_event(raw_py[w].get("framescope", []), raw_py[w].get("untraced", []))
            for w in table}
     bpe = {w: v for w, v in bpe.items() if v[0] is not None}

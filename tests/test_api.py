@@ -72,6 +72,54 @@ def test_record_function_bad_input() -> None:
         framescope.record_function("x")(42)  # type: ignore[operator]
 
 
+def test_record_function_enter_exit_called_directly() -> None:
+    rf = framescope.record_function
+    r = rf("direct")
+    # The methods behave like methods, bound and unbound (they are descriptors of our own so
+    # that a `with` allocates no bound-method objects).
+    assert "bound method record_function.__enter__" in repr(r.__enter__)
+    assert "method '__exit__'" in repr(rf.__exit__)
+    with framescope.profile(with_stack=False) as prof:
+        assert r.__enter__() is r
+        assert r.__exit__(None, None, None) is False
+        assert rf.__enter__(r) is r
+        assert rf.__exit__(r, None, None, None) is False
+        entered = r.__enter__
+        entered()
+        del entered
+        r.__exit__()  # __exit__ takes up to three arguments; a second exit is a no-op
+        r.__exit__()
+    assert len(ranges(prof, "direct")) == 3
+    with pytest.raises(TypeError, match="takes no arguments"):
+        r.__enter__(1)
+    with pytest.raises(TypeError, match="at most 3"):
+        r.__exit__(1, 2, 3, 4)
+    with pytest.raises(TypeError, match="keyword"):
+        r.__exit__(exc=None)
+    with pytest.raises(TypeError, match="needs a record_function"):
+        rf.__enter__(object())
+    with pytest.raises(TypeError, match="needs a record_function"):
+        rf.__exit__()
+
+
+def test_record_function_methods_do_not_leak() -> None:
+    import sys
+
+    r = framescope.record_function("refs")
+    before = sys.getrefcount(r)
+    methods = [r.__enter__ for _ in range(100)]  # more than the free list holds
+    assert sys.getrefcount(r) == before + 100
+    del methods
+    assert sys.getrefcount(r) == before
+    for _ in range(1000):
+        with r:
+            pass
+    assert sys.getrefcount(r) == before
+    with r:
+        with pytest.raises(RuntimeError, match="already entered"):
+            r.__enter__()
+
+
 def test_hostile_names_survive(checked_trace) -> None:
     names = ['quote " back \\ slash', "nul\x00inside", "newline\n tab\t", "ünïcødé ☃ 🚀", "\x01\x1f"]
     with framescope.profile(with_stack=False) as prof:

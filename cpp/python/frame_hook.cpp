@@ -128,10 +128,23 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   return result;
 }
 
+// run_frame()'s body, inlined into the hook itself so that a traced call costs one C frame.
+FRAMESCOPE_ALWAYS_INLINE PyObject* run_frame_inline(PyThreadState* ts, FsFrame* frame,
+                                                    int throwflag, HookThread& h) {
+  char marker;
+  uintptr_t here = reinterpret_cast<uintptr_t>(&marker);
+  if (FRAMESCOPE_UNLIKELY(here < h.stack_check_below)) {
+    const char* why = nullptr;
+    if (!stack_slow_path(h, here, &why)) return refuse_frame(ts, frame, why);
+  }
+  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) return traced_eval(ts, frame, throwflag, h);
+  return chain(ts, frame, throwflag);
+}
+
 PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
   HookThread& h = t_hook;
   if (FRAMESCOPE_UNLIKELY(h.eval_callback != nullptr)) return eval_api_frame(ts, frame, throwflag);
-  return run_frame(ts, frame, throwflag);
+  return run_frame_inline(ts, frame, throwflag, h);
 }
 
 }  // namespace
@@ -145,10 +158,12 @@ void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buf
   }
 }
 
-void anchor_outermost_range(PyThreadState* ts) {
+void anchor_outermost_range() {
   HookThread& h = t_hook;
   if (h.depth != 0 || !g_tracer.hook_records_frames) return;
-  if (internal::ThreadBuffer* buffer = internal::current_buffer()) record_anchor(ts, h, buffer);
+  if (internal::ThreadBuffer* buffer = internal::current_buffer()) {
+    record_anchor(PyThreadState_Get(), h, buffer);
+  }
 }
 
 bool c_stack_nearly_exhausted() {
@@ -160,15 +175,7 @@ bool c_stack_nearly_exhausted() {
 }
 
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
-  HookThread& h = t_hook;
-  char marker;
-  uintptr_t here = reinterpret_cast<uintptr_t>(&marker);
-  if (FRAMESCOPE_UNLIKELY(here < h.stack_check_below)) {
-    const char* why = nullptr;
-    if (!stack_slow_path(h, here, &why)) return refuse_frame(ts, frame, why);
-  }
-  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) return traced_eval(ts, frame, throwflag, h);
-  return chain(ts, frame, throwflag);
+  return run_frame_inline(ts, frame, throwflag, t_hook);
 }
 
 PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {

@@ -54,7 +54,7 @@ void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buf
 
 /// The same for a range that starts outside any hooked frame (record_function at module level):
 /// does nothing unless the hook tracer records on this thread. Needs the GIL.
-void anchor_outermost_range(PyThreadState* ts);
+void anchor_outermost_range();
 
 /// True when this thread's C stack has less than the hook's reserve left (learning the bounds
 /// on first use). The 3.10 setprofile backend uses it to raise RecursionError where plain 3.10

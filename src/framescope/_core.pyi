@@ -105,7 +105,13 @@ class Trace:
 
 
 def _noop_eval_hook(enable: bool) -> None:
-    """Installs (or removes) a PEP 523 hook that does nothing: the floor of bench/tracer_overhead."""
+    """Installs (or removes) a PEP 523 hook that does nothing: the limit of any frame-hook tracer
+    (bench/tracer_overhead.py)."""
+
+def _clock_floor_eval_hook(enable: bool) -> None:
+    """Installs (or removes) a PEP 523 hook that reads the clock at each call's entry and exit
+    and stores two 16-byte events in a small ring: the limit of any tracer that times every call
+    (bench/tracer_overhead.py)."""
 
 # --- eval_frame API
 # (cpp/python/eval_frame_*.cpp; public names and docs in framescope.eval_frame)
