@@ -106,10 +106,10 @@ class NoopHook:
     """framescope's no-op PEP 523 hook, installed while timing."""
 
     def __enter__(self) -> None:
-        _core._noop_eval_hook(True)  # type: ignore[attr-defined]  # not in the stubs
+        _core._noop_eval_hook(True)
 
     def __exit__(self, *exc: Any) -> None:
-        _core._noop_eval_hook(False)  # type: ignore[attr-defined]
+        _core._noop_eval_hook(False)
 
 
 def measure(n: int, repeat: int) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from typing import Any, cast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,11 +51,11 @@ def build(build_dir: Path, force: bool) -> Path:
     return exe
 
 
-def run(exe: Path, repetitions: int) -> dict:
+def run(exe: Path, repetitions: int) -> dict[str, Any]:
     out = subprocess.run(
         [str(exe), "--benchmark_format=json", f"--benchmark_repetitions={repetitions}"],
         check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
+    return cast(dict[str, Any], json.loads(out.stdout))
 
 
 def to_ns(value: float, unit: str) -> float:

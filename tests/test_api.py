@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -43,6 +44,63 @@ def test_record_function_as_decorator_keeps_the_function() -> None:
         assert add(1, b=2) == 3
         assert add(5) == 6
     assert len(ranges(prof, "decorated")) == 2
+
+
+def test_record_function_decorator_behaves_like_the_function() -> None:
+    import inspect
+    import pickle
+    import weakref
+
+    class Box:
+        @framescope.record_function("method")
+        def get(self, x: int) -> tuple[Box, int]:
+            return self, x
+
+        @staticmethod
+        @framescope.record_function("static")
+        def twice(x: int) -> int:
+            return 2 * x
+
+    @framescope.record_function("sig", "a string arg")
+    def f(a: int, *, b: int = 2) -> int:
+        return a * b
+
+    box = Box()
+    assert box.get(3) == (box, 3) and Box.get(box, 4) == (box, 4) and box.twice(5) == 10
+    assert inspect.signature(f) == inspect.signature(f.__wrapped__)
+    assert list(inspect.signature(f).parameters) == ["a", "b"]
+    assert f.__qualname__.endswith("<locals>.f") and f.__wrapped__(3) == 6
+    assert "record_function('sig') wrapper" in repr(f)
+    with pytest.raises(TypeError):
+        f(1, 2)  # the function's own argument errors come through
+    with pytest.raises(TypeError, match="callables"):
+        framescope.record_function("x")(42)  # type: ignore[operator]
+    with framescope.profile(with_stack=False, record_shapes=True) as prof:
+        assert f(3, b=3) == 9
+        assert box.get(1)[1] == 1
+    assert [e.name for e in prof.events() if e.category == "user_annotation"] == ["sig", "method"]
+    # weak references and cycles through the wrapper are collected
+    ref = weakref.ref(f)
+    f.self = f  # type: ignore[attr-defined]
+    del f
+    gc.collect()
+    assert ref() is None
+    with pytest.raises((TypeError, pickle.PicklingError, AttributeError)):
+        pickle.dumps(Box.get)  # like a local function: found by name only at module level
+
+
+def test_record_function_decorator_raises_through_and_ends_the_range() -> None:
+    @framescope.record_function("raising")
+    def boom() -> None:
+        raise ValueError("inside")
+
+    with framescope.profile(with_stack=False) as prof:
+        with pytest.raises(ValueError, match="inside"):
+            boom()
+        framescope.mark("after")
+    (ev,) = ranges(prof, "raising")
+    (after,) = prof.events().named("after")
+    assert ev.end_ns <= after.start_ns, "the range ended when the exception left it"
 
 
 def test_record_function_without_session_records_nothing_and_works() -> None:

@@ -303,7 +303,9 @@ def test_record_function_and_frames_nest() -> None:
     (rng,) = prof.events().named("decorated-range")
     (leaf_call,) = py_calls(prof, ": named_function")
     assert block.category == "user_annotation"
-    assert block.index in [rng.parent] + [prof.events()[rng.parent].parent]
+    assert rng.parent == block.index, "no wrapper frame between the block and the range"
+    (frame,) = py_calls(prof, ": annotated")
+    assert frame.parent == rng.index, "the decorated function's frame sits right in its range"
     assert "decorated-range" in ancestors(prof, leaf_call)
 
 

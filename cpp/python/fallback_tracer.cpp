@@ -34,13 +34,11 @@ std::vector<PyObject*> g_c_held;  // strong refs
 
 std::string type_short_name(PyTypeObject* t) { return t->tp_name ? t->tp_name : "?"; }
 
-// True for callables whose calls the Python-frame events already cover.
 // Callables whose calls are not recorded as C calls: Python functions (their frames are), and
-// record_function's own methods (the range is).
+// record_function's own methods and decorated functions (the range is), bound or not.
 bool is_python_callable(PyObject* callable) {
-  if (PyFunction_Check(callable)) return true;
-  if (PyMethod_Check(callable)) return PyFunction_Check(PyMethod_GET_FUNCTION(callable));
-  return is_record_function_method(callable);
+  if (PyMethod_Check(callable)) callable = PyMethod_GET_FUNCTION(callable);  // borrowed
+  return PyFunction_Check(callable) || is_record_function_method(callable);
 }
 
 std::string module_prefix(PyObject* self) {

@@ -11,6 +11,7 @@
 
 #include "framescope/internal/thread_buffer.h"
 #include "framescope/record_function.h"
+#include "record_function_internal.h"
 #include "tracer_api.h"
 
 namespace framescope::py {
@@ -26,9 +27,8 @@ std::vector<PyObject*> g_pinned_names;  // strong, GIL-protected
 struct RecordFunctionObject {
   PyObject_HEAD PyObject* name;  // str
   PyObject* args;                // str or None
-  uint64_t pinned_epoch;
+  RangeNameCache name_cache;
   bool entered;
-  int8_t name_is_c_string;  // 0 unknown, 1 the UTF-8 of name has no NUL inside, -1 it has
   alignas(RecordFunction) unsigned char storage[sizeof(RecordFunction)];
 
   RecordFunction* range() { return std::launder(reinterpret_cast<RecordFunction*>(storage)); }
@@ -55,8 +55,7 @@ int rf_init(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
   Py_XSETREF(self->name, name);
   Py_INCREF(extra);
   Py_XSETREF(self->args, extra);
-  self->pinned_epoch = 0;
-  self->name_is_c_string = 0;
+  self->name_cache = RangeNameCache{};
   return 0;
 }
 
@@ -134,33 +133,43 @@ PyObject* rf_enter(PyObject* self_obj) {
   }
   RecordFunction* range = new (self->storage) RecordFunction(RecordScope::kUserScope);
   self->entered = true;
-  if (range->is_active()) {
-    anchor_outermost_range();
-    Py_ssize_t size = 0;
-    const char* utf8 = PyUnicode_AsUTF8AndSize(self->name, &size);  // cached by the str
-    if (!utf8) return nullptr;
-    if (FRAMESCOPE_UNLIKELY(self->name_is_c_string == 0)) {
-      self->name_is_c_string = size_t(size) == strlen(utf8) ? 1 : -1;
-    }
-    if (range->needs_inputs() && self->args != Py_None) {
-      const char* a = PyUnicode_AsUTF8(self->args);
-      if (!a) return nullptr;
-      range->before(std::string_view(utf8, size_t(size)), {RangeInput::of_string(a)});
-    } else if (self->name_is_c_string > 0) {
-      uint64_t epoch = internal::g_session_epoch.load(std::memory_order_relaxed);
-      if (epoch && self->pinned_epoch != epoch) {
-        Py_INCREF(self->name);
-        g_pinned_names.push_back(self->name);
-        self->pinned_epoch = epoch;
-      }
-      range->before(utf8);
-    } else {
-      range->before(std::string_view(utf8, size_t(size)));  // embedded NUL: copy
-    }
+  if (range->is_active() && !begin_python_range(*range, self->name, self->args, self->name_cache)) {
+    return nullptr;  // the dealloc or a later __exit__ ends the (unstarted) range
   }
   Py_INCREF(self_obj);
   return self_obj;
 }
+
+}  // namespace
+
+bool begin_python_range(RecordFunction& range, PyObject* name, PyObject* args,
+                        RangeNameCache& cache) {
+  anchor_outermost_range();
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &size);  // cached by the str
+  if (!utf8) return false;
+  if (FRAMESCOPE_UNLIKELY(cache.name_is_c_string == 0)) {
+    cache.name_is_c_string = size_t(size) == strlen(utf8) ? 1 : -1;
+  }
+  if (range.needs_inputs() && args != Py_None) {
+    const char* a = PyUnicode_AsUTF8(args);
+    if (!a) return false;
+    range.before(std::string_view(utf8, size_t(size)), {RangeInput::of_string(a)});
+  } else if (cache.name_is_c_string > 0) {
+    uint64_t epoch = internal::g_session_epoch.load(std::memory_order_relaxed);
+    if (epoch && cache.pinned_epoch != epoch) {
+      Py_INCREF(name);
+      g_pinned_names.push_back(name);
+      cache.pinned_epoch = epoch;
+    }
+    range.before(utf8);
+  } else {
+    range.before(std::string_view(utf8, size_t(size)));  // embedded NUL: copy
+  }
+  return true;
+}
+
+namespace {
 
 PyObject* rf_exit(PyObject* self_obj) {
   auto* self = reinterpret_cast<RecordFunctionObject*>(self_obj);
@@ -353,7 +362,7 @@ bool add_range_methods(PyTypeObject* type) {
   return true;
 }
 
-// Used as a decorator: record_function("name")(fn) wraps fn (see framescope/_decorate.py).
+// Used as a decorator: record_function("name")(fn) wraps fn (record_function_decorator.cpp).
 PyObject* rf_call(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<RecordFunctionObject*>(self_obj);
   PyObject* fn = nullptr;
@@ -366,11 +375,11 @@ PyObject* rf_call(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
     PyErr_SetString(PyExc_TypeError, "record_function(...) decorates callables only");
     return nullptr;
   }
-  PyObject* mod = PyImport_ImportModule("framescope._decorate");  // new
-  if (!mod) return nullptr;
-  PyObject* result = PyObject_CallMethod(mod, "decorate", "OOO", self->name, self->args, fn);
-  Py_DECREF(mod);
-  return result;
+  if (!self->name) {
+    PyErr_SetString(PyExc_RuntimeError, "record_function was not initialised");
+    return nullptr;
+  }
+  return make_range_wrapper(self->name, self->args, fn);
 }
 
 PyObject* rf_repr(PyObject* self_obj) {
@@ -404,7 +413,7 @@ PyType_Spec kSpec = {"framescope._core.record_function", sizeof(RecordFunctionOb
 
 bool is_record_function_method(PyObject* callable) {
   PyTypeObject* type = Py_TYPE(callable);
-  return type == g_bound_type || type == g_descr_type;
+  return type == g_bound_type || type == g_descr_type || is_range_wrapper(callable);
 }
 
 bool record_function_init(PyObject* module) {
@@ -414,7 +423,7 @@ bool record_function_init(PyObject* module) {
   // tp_vectorcall (3.9+); PyType_Slot has no entry for it before 3.14, so it is set here.
   reinterpret_cast<PyTypeObject*>(type)->tp_vectorcall = rf_vectorcall;
   g_record_function_type = type;
-  if (!add_range_methods(reinterpret_cast<PyTypeObject*>(type))) {
+  if (!add_range_methods(reinterpret_cast<PyTypeObject*>(type)) || !range_wrapper_init()) {
     Py_DECREF(type);
     return false;
   }

@@ -51,8 +51,8 @@ bool eval_frame_api_init(PyObject* module);
 /// Adds the record_function type and the C ABI capsule to the module. False on error.
 bool record_function_init(PyObject* module);
 bool c_api_init(PyObject* module);
-/// True for a bound method of a framescope.record_function (its __exit__ seen as a C call: the
-/// range itself already shows in the trace). Needs the GIL.
+/// True for record_function's __enter__/__exit__ (bound or not) and for functions decorated with
+/// it: their calls are not C calls of the trace, the range itself shows. Needs the GIL.
 bool is_record_function_method(PyObject* callable);
 /// Releases names the record_function type pinned for the last session (after replay).
 void release_record_function_names();

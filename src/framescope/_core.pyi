@@ -45,6 +45,10 @@ class record_function:
     """A user range: a context manager, or a decorator when called with a function."""
 
     def __init__(self, name: str, args: str | None = None) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def args(self) -> str | None: ...
     def __enter__(self) -> record_function: ...
     def __exit__(
         self,
@@ -52,7 +56,8 @@ class record_function:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool: ...
-    def __call__(self, fn: _F) -> _F: ...
+    def __call__(self, fn: _F) -> _F:
+        """Wraps ``fn`` (functools.wraps-style, binds as a method) so each call is a range."""
 
 class Trace:
     """A replayed session: events (one tree per thread), symbols, threads, warnings."""
