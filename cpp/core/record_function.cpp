@@ -366,11 +366,7 @@ FRAMESCOPE_ALWAYS_INLINE void RecordFunction::start_static(const char* static_na
     started_ = true;
     static_name_ = static_name;
     if (buffer_) {
-      begin_seq_ = buffer_->append(
-          now_ticks(),
-          internal::pack_word(internal::EventKind::kRangeBegin,
-                              (reinterpret_cast<uint64_t>(static_name) & internal::kPointerMask) |
-                                  (uint64_t(scope_) << 48)));
+      begin_seq_ = buffer_->append(now_ticks(), internal::range_begin_word(static_name, scope_));
     }
     return;
   }
@@ -414,11 +410,7 @@ void RecordFunction::start_observed(std::string_view name, std::vector<RangeInpu
       uint64_t now = now_ticks();
       bool keep_inputs = record_inputs_in_session_ && inputs && !inputs->empty();
       if (static_name_ && seq_nr < 0 && handle == 0 && !keep_inputs) {
-        begin_seq_ = buffer_->append(
-            now, internal::pack_word(
-                     internal::EventKind::kRangeBegin,
-                     (reinterpret_cast<uint64_t>(static_name_) & internal::kPointerMask) |
-                         (uint64_t(scope_) << 48)));
+        begin_seq_ = buffer_->append(now, internal::range_begin_word(static_name_, scope_));
       } else {
         internal::RangeDetail d;
         d.name.assign(name.data(), name.size());

@@ -10,8 +10,8 @@
 // records every call with timestamps (the clock reads dominate it).
 //
 // framescope never installs either. Both call the default evaluation directly (not through a
-// pointer). On 3.12+ a hooked Python->Python call also goes through the C recursion counter;
-// both hand those units back exactly as the tracer's chain() does, so they measure the same work.
+// pointer) through eval_hooked_frame(), as the tracer's chain() does, so they measure the same
+// work.
 #include "py_compat.h"  // first: Python.h with the internal frame headers
 
 #include <new>
@@ -25,14 +25,7 @@ namespace framescope::py {
 namespace {
 
 FRAMESCOPE_ALWAYS_INLINE PyObject* eval_default(PyThreadState* ts, FsFrame* frame, int throwflag) {
-#if FS_PY312
-  c_recursion_remaining(ts) += kCRecursionPerHookedCall;
-  PyObject* result = _PyEval_EvalFrameDefault(ts, frame, throwflag);
-  c_recursion_remaining(ts) -= kCRecursionPerHookedCall;
-  return result;
-#else
-  return _PyEval_EvalFrameDefault(ts, frame, throwflag);
-#endif
+  return eval_hooked_frame(_PyEval_EvalFrameDefault, ts, frame, throwflag);
 }
 
 PyObject* clock_floor_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag);

@@ -91,20 +91,9 @@ FRAMESCOPE_NOINLINE bool stack_slow_path(HookThread& h, uintptr_t here, const ch
   return false;
 }
 
-// Calls the function we chain to. On 3.12+ a hooked Python->Python call is not inlined, so it
-// also goes through the C recursion counter (Py_C_RECURSION_LIMIT, ~1500 on 3.12, and 3.12
-// raises RecursionError ~800 Python frames deep with any hook); the hook hands that share back
-// so that Python code recurses as deep as it does without a hook. The real C stack is guarded
-// by stack_slow_path() instead.
+// Calls the function we chain to; the real C stack is guarded by stack_slow_path().
 FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int throwflag) {
-#if FS_PY312
-  c_recursion_remaining(ts) += kCRecursionPerHookedCall;
-  PyObject* result = g_previous_eval(ts, frame, throwflag);
-  c_recursion_remaining(ts) -= kCRecursionPerHookedCall;
-  return result;
-#else
-  return g_previous_eval(ts, frame, throwflag);
-#endif
+  return eval_hooked_frame(g_previous_eval, ts, frame, throwflag);
 }
 
 FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame, int throwflag,

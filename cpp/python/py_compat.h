@@ -84,10 +84,29 @@ inline bool frame_is_resumed(FsFrame* f) noexcept {
 /// without a hook does not (it is inlined then): _PyEval_EvalFrameDefault takes
 /// PY_EVAL_C_STACK_UNITS (2) on 3.12 and 3.13. Measured by tests/test_deep_recursion.py. The hook
 /// hands it back around the default evaluation and guards the real C stack itself (see
-/// frame_hook.cpp).
+/// frame_hook.cpp). Measured by tests/test_robustness.py (deep recursion).
 #if FS_PY312
 constexpr int kCRecursionPerHookedCall = 2;
 inline int& c_recursion_remaining(PyThreadState* ts) noexcept { return ts->c_recursion_remaining; }
 #endif
+
+/// Evaluates a frame that reached a PEP 523 hook with `eval` (the function the hook chains to).
+/// On 3.12+ a hooked Python->Python call also goes through the C recursion counter
+/// (Py_C_RECURSION_LIMIT, ~1500 on 3.12, which raises RecursionError ~800 Python frames deep
+/// with any hook); this hands that share back so that Python code recurses as deep as it does
+/// without a hook. Callers guard the real C stack themselves. Borrowed frame; new reference or
+/// null.
+template <typename EvalFn>
+__attribute__((always_inline)) inline PyObject* eval_hooked_frame(EvalFn eval, PyThreadState* ts,
+                                                                  FsFrame* frame, int throwflag) {
+#if FS_PY312
+  c_recursion_remaining(ts) += kCRecursionPerHookedCall;
+  PyObject* result = eval(ts, frame, throwflag);
+  c_recursion_remaining(ts) -= kCRecursionPerHookedCall;
+  return result;
+#else
+  return eval(ts, frame, throwflag);
+#endif
+}
 
 }  // namespace framescope::py

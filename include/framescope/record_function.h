@@ -114,6 +114,14 @@ extern std::atomic<int> g_global_callback_count;
 extern __thread bool t_has_local_callbacks __attribute__((tls_model("initial-exec")));
 struct ObserverState;
 
+/// The word of a range-begin event named by a string with static storage duration.
+FRAMESCOPE_ALWAYS_INLINE uint64_t range_begin_word(const char* static_name,
+                                                   RecordScope scope) noexcept {
+  return pack_word(
+      EventKind::kRangeBegin,
+      (reinterpret_cast<uint64_t>(static_name) & kPointerMask) | (uint64_t(scope) << 48));
+}
+
 /// True when any callback (global or of this thread) may observe ranges.
 FRAMESCOPE_ALWAYS_INLINE bool have_callbacks() noexcept {
   return g_global_callback_count.load(std::memory_order_relaxed) != 0 || t_has_local_callbacks;
@@ -209,11 +217,7 @@ class RecordFunction {
       initialized_ = true;
       started_ = true;
       needs_inputs_ = record_inputs_in_session_ = false;
-      begin_seq_ = b->append(
-          now_ticks(),
-          internal::pack_word(internal::EventKind::kRangeBegin,
-                              (reinterpret_cast<uint64_t>(static_name) & internal::kPointerMask) |
-                                  (uint64_t(scope_) << 48)));
+      begin_seq_ = b->append(now_ticks(), internal::range_begin_word(static_name, scope_));
       return;
     }
     init_and_start(static_name);  // one call for init() + before()
