@@ -274,12 +274,13 @@ PyObject* descr_get(PyObject* descr_obj, PyObject* obj, PyObject*) {
                  method_name(descr->which), Py_TYPE(obj)->tp_name);
     return nullptr;
   }
-  BoundRangeMethod* bound = g_bound_free_count ? g_bound_free[--g_bound_free_count]
-                                               : PyObject_New(BoundRangeMethod, g_bound_type);
-  if (!bound) return nullptr;
-  // PyObject_New initialises the header already; a recycled block is initialised here.
-  if (Py_TYPE(bound) != g_bound_type || Py_REFCNT(bound) != 1) {
-    PyObject_Init(reinterpret_cast<PyObject*>(bound), g_bound_type);
+  BoundRangeMethod* bound;
+  if (g_bound_free_count > 0) {
+    bound = g_bound_free[--g_bound_free_count];
+    PyObject_Init(reinterpret_cast<PyObject*>(bound), g_bound_type);  // as PyObject_New does
+  } else {
+    bound = PyObject_New(BoundRangeMethod, g_bound_type);
+    if (!bound) return nullptr;
   }
   Py_INCREF(obj);
   bound->owner = reinterpret_cast<RecordFunctionObject*>(obj);
