@@ -7,7 +7,6 @@
 
 #include <structmember.h>
 
-#include "frame_hook.h"
 #include "record_function_internal.h"
 
 namespace framescope::py {
@@ -15,10 +14,11 @@ namespace framescope::py {
 namespace {
 
 struct RangeWrapper {
-  PyObject_HEAD PyObject* fn;  // the decorated callable (strong)
-  PyObject* name;              // str (strong)
-  PyObject* args;              // str or None (strong)
-  PyObject* dict;              // __dict__: what functools.update_wrapper copies (strong or null)
+  PyObject ob_base;  // PyObject_HEAD
+  PyObject* fn;      // the decorated callable (strong)
+  PyObject* name;    // str (strong)
+  PyObject* args;    // str or None (strong)
+  PyObject* dict;    // __dict__: what functools.update_wrapper copies (strong or null)
   PyObject* weakrefs;
   vectorcallfunc vectorcall;
   RangeNameCache name_cache;
@@ -103,9 +103,9 @@ PyType_Slot kWrapperSlots[] = {
     {0, nullptr},
 };
 
-PyType_Spec kWrapperSpec = {
-    "framescope._core.record_function_wrapper", sizeof(RangeWrapper), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, kWrapperSlots};
+PyType_Spec kWrapperSpec = {"framescope._core.record_function_wrapper", sizeof(RangeWrapper), 0,
+                            Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+                            kWrapperSlots};
 
 }  // namespace
 
@@ -143,8 +143,6 @@ bool range_wrapper_init() {
   return g_wrapper_type != nullptr;
 }
 
-bool is_range_wrapper(PyObject* obj) {
-  return g_wrapper_type && Py_TYPE(obj) == g_wrapper_type;
-}
+bool is_range_wrapper(PyObject* obj) { return g_wrapper_type && Py_TYPE(obj) == g_wrapper_type; }
 
 }  // namespace framescope::py

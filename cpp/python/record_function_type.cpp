@@ -25,8 +25,9 @@ namespace {
 std::vector<PyObject*> g_pinned_names;  // strong, GIL-protected
 
 struct RecordFunctionObject {
-  PyObject_HEAD PyObject* name;  // str
-  PyObject* args;                // str or None
+  PyObject ob_base;  // PyObject_HEAD
+  PyObject* name;    // str
+  PyObject* args;    // str or None
   RangeNameCache name_cache;
   bool entered;
   alignas(RecordFunction) unsigned char storage[sizeof(RecordFunction)];
@@ -192,12 +193,14 @@ PyObject* rf_exit(PyObject* self_obj) {
 enum class RangeMethod : uint8_t { kEnter, kExit };
 
 struct RangeMethodDescr {  // type(record_function).__dict__["__enter__"] / ["__exit__"]
-  PyObject_HEAD RangeMethod which;
+  PyObject ob_base;        // PyObject_HEAD
+  RangeMethod which;
   vectorcallfunc vectorcall;  // calls the method unbound: descr(self, *args)
 };
 
-struct BoundRangeMethod {                     // record_function(...).__enter__ / .__exit__
-  PyObject_HEAD RecordFunctionObject* owner;  // strong
+struct BoundRangeMethod {       // record_function(...).__enter__ / .__exit__
+  PyObject ob_base;             // PyObject_HEAD
+  RecordFunctionObject* owner;  // strong
   RangeMethod which;
   vectorcallfunc vectorcall;
 };
