@@ -38,14 +38,14 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
       return kDroppedSeq;
     }
   }
-  chunks_.push_back(Chunk{chunk, next_seq_, uint32_t(ChunkPool::kChunkEvents), first_side});
+  const uint64_t seq = committed_.load(std::memory_order_relaxed);  // owner only
+  chunks_.push_back(Chunk{chunk, seq, uint32_t(ChunkPool::kChunkEvents), first_side});
   cursor_ = chunk;
   limit_ = chunk + ChunkPool::kChunkEvents;
   cursor_->ticks = ticks;
   cursor_->word = word;
   ++cursor_;
-  uint64_t seq = next_seq_++;
-  committed_.store(next_seq_, std::memory_order_release);
+  committed_.store(seq + 1, std::memory_order_release);
   return seq;
 }
 

@@ -6,5 +6,6 @@
 #include "framescope/debug_info.h"
 #include "framescope/record_function.h"
 #include "framescope/record_profile.h"
+#include "framescope/scoped_range.h"
 #include "framescope/session.h"
 #include "framescope/trace.h"

@@ -1,4 +1,4 @@
-// framescope/record_function.h: scoped ranges (RecordFunction), their observers and the macros.
+// framescope/record_function.h: ranges (RecordFunction) and their observers.
 #pragma once
 
 #include <atomic>
@@ -246,18 +246,3 @@ class RecordFunction {
 };
 
 }  // namespace framescope
-
-/// Records the enclosing scope as a range named by a string literal. Costs one relaxed load and a
-/// branch when nothing consumes ranges; compiles to nothing with FRAMESCOPE_DISABLE.
-#if FRAMESCOPE_ENABLED
-#define FRAMESCOPE_RANGE(name) \
-  ::framescope::RecordFunction FRAMESCOPE_UNIQUE(framescope_range_)(name)
-#define FRAMESCOPE_RANGE_SCOPE(name, scope) \
-  ::framescope::RecordFunction FRAMESCOPE_UNIQUE(framescope_range_)(name, scope)
-#define FRAMESCOPE_USER_RANGE(name) \
-  FRAMESCOPE_RANGE_SCOPE(name, ::framescope::RecordScope::kUserScope)
-#else
-#define FRAMESCOPE_RANGE(name) static_cast<void>(0)
-#define FRAMESCOPE_RANGE_SCOPE(name, scope) static_cast<void>(0)
-#define FRAMESCOPE_USER_RANGE(name) static_cast<void>(0)
-#endif

@@ -69,8 +69,10 @@ class ThreadBuffer {
     cursor_->ticks = ticks;
     cursor_->word = word;
     ++cursor_;
-    uint64_t seq = next_seq_++;
-    committed_.store(next_seq_, std::memory_order_release);
+    // Only the owner writes committed_, so its own relaxed load is exact: the count doubles as
+    // the next sequence number (one load and one store per event).
+    uint64_t seq = committed_.load(std::memory_order_relaxed);
+    committed_.store(seq + 1, std::memory_order_release);
     return seq;
   }
 
@@ -132,8 +134,7 @@ class ThreadBuffer {
 
   RawEvent* cursor_ = nullptr;
   RawEvent* limit_ = nullptr;
-  uint64_t next_seq_ = 0;
-  std::atomic<uint64_t> committed_{0};
+  std::atomic<uint64_t> committed_{0};  // events appended so far = the next sequence number
   Session* session_;
   uint32_t index_;
   bool full_ = false;      // at the memory limit with the stop policy: events counted, not kept
