@@ -59,7 +59,7 @@ class Replayer {
       info.logical_tid = t.logical_tid;
       out_.threads.push_back(info);
       out_.dropped_events += t.data.dropped;
-      out_.recorded_events += t.data.events.size();
+      out_.recorded_events += internal::count_events(t.data.events);
       replay_thread(t, uint32_t(out_.threads.size() - 1));
     }
   }
@@ -149,9 +149,34 @@ class Replayer {
       break;
     }
     const auto& d = t.data;
+    auto py_call = [&](int64_t ts, uint64_t key) {
+      int64_t ev = open_event(ts, symbol_for_key(key, true), EventCategory::kPythonFunction,
+                              thread, stack);
+      stack.push_back({ev, 0, OpenKind::kPython, false, 0});
+    };
+    // A compact event (raw_event.h); false once it lies after the stop.
+    uint64_t base_ticks = 0;
+    bool have_base = false;
+    auto compact = [&](uint64_t e) {
+      if (!have_base) return true;  // (cannot happen: every chunk starts its pairs with a base)
+      const uint64_t ticks = base_ticks + internal::compact_delta(e);
+      if (ticks > raw_.stop_ticks) return false;
+      const int64_t ts = raw_.clock.to_ns(ticks);
+      if (internal::compact_is_return(e)) {
+        pop_kind(stack, OpenKind::kPython, ts);
+      } else if (internal::compact_index(e) < raw_.compact_keys.size()) {
+        py_call(ts, raw_.compact_keys[internal::compact_index(e)]);
+      }
+      return true;
+    };
     uint64_t seq = d.first_seq;
     for (const internal::RawEvent& raw : d.events) {
       const uint64_t this_seq = seq++;
+      if (internal::is_compact_pair(raw.word)) {
+        // first half in `word`, second (if written) in `ticks`
+        if (!compact(raw.word) || (raw.ticks != 0 && !compact(raw.ticks))) break;
+        continue;
+      }
       if (raw.ticks > raw_.stop_ticks) break;  // after the stop: this and later events
       const int64_t ts = raw_.clock.to_ns(raw.ticks);
       const uint64_t payload = internal::payload_of(raw.word);
@@ -203,12 +228,13 @@ class Replayer {
             }
           }
           break;
-        case EventKind::kPyCall: {
-          int64_t ev = open_event(ts, symbol_for_key(payload, true), EventCategory::kPythonFunction,
-                                  thread, stack);
-          stack.push_back({ev, 0, OpenKind::kPython, false, 0});
+        case EventKind::kPyCall:
+          py_call(ts, payload);
           break;
-        }
+        case EventKind::kBase:
+          base_ticks = raw.ticks;
+          have_base = true;
+          break;
         case EventKind::kPyReturn:
           pop_kind(stack, OpenKind::kPython, ts);
           break;

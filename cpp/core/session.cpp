@@ -247,6 +247,7 @@ RawTracePtr disable_profiler() {
   session->buffers.clear();
   raw->initial_stacks = std::move(session->initial_stacks);
   raw->async_ends = std::move(session->async_ends);
+  raw->compact_keys = std::move(session->compact_keys);
   {
     std::lock_guard<std::mutex> warnings_lock(session->warnings_mutex);
     raw->warnings = std::move(session->warnings);
@@ -259,6 +260,29 @@ RawTracePtr disable_profiler() {
   }
   return raw;
 }
+
+namespace internal {
+
+uint32_t register_compact_key(uint64_t epoch, uint64_t key) noexcept {
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard<std::mutex> lock(g_session_mutex);
+    if (!g_session || g_session->epoch != epoch) return kNoCompactIndex;
+    session = g_session;
+  }
+  std::lock_guard<std::mutex> lock(session->mutex);
+  if (session->stopped || session->compact_keys.size() >= kCompactIndexLimit) {
+    return kNoCompactIndex;
+  }
+  try {
+    session->compact_keys.push_back(key);
+  } catch (...) {
+    return kNoCompactIndex;
+  }
+  return uint32_t(session->compact_keys.size() - 1);
+}
+
+}  // namespace internal
 
 void mark(std::string_view name) noexcept {
   if (internal::ThreadBuffer* b = internal::current_buffer()) {
@@ -286,10 +310,10 @@ RawTraceStats raw_trace_stats(const RawTrace& raw) {
   RawTraceStats s;
   s.threads = raw.threads.size();
   for (const auto& t : raw.threads) {
-    s.events += t.data.events.size();
+    s.events += internal::count_events(t.data.events);
+    s.bytes += t.data.events.size() * sizeof(internal::RawEvent);
     s.dropped += t.data.dropped;
   }
-  s.bytes = s.events * sizeof(internal::RawEvent);
   return s;
 }
 

@@ -49,6 +49,7 @@ class Session {
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
   std::vector<InitialStack> initial_stacks;
   std::vector<AsyncEnd> async_ends;
+  std::vector<uint64_t> compact_keys;  // index of a compact call -> its Python key
   // Own (leaf) mutex: warnings are added while a ThreadBuffer's mutex is held (memory limit),
   // and disable_profiler() takes buffer mutexes while holding `mutex`.
   std::mutex warnings_mutex;
@@ -79,6 +80,7 @@ struct RawTrace {
   std::vector<RawThread> threads;
   std::vector<InitialStack> initial_stacks;
   std::vector<internal::AsyncEnd> async_ends;
+  std::vector<uint64_t> compact_keys;  // Python keys of compact calls, by index
   std::vector<std::string> warnings;
 };
 

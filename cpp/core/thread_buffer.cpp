@@ -12,13 +12,13 @@ ThreadBuffer::ThreadBuffer(Session* session, uint32_t index) : session_(session)
 
 ThreadBuffer::~ThreadBuffer() { release_chunks(); }
 
-uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (full_ || detached_) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    return kDroppedSeq;
-  }
-  const SideRecordMarks first_side = side_marks_from(word);
+bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexcept {
+  if (full_ || detached_) return false;
+  if (size_t(limit_ - cursor_) >= slots) return true;
+  // Chunks are always used up to the end, so that seq - first_seq locates a slot: pad the
+  // slots this chunk cannot use (kind 0, which replay skips).
+  while (cursor_ != limit_) write_slot(0, 0);
+  const SideRecordMarks first_side = side_marks_from(first_word);
   RawEvent* chunk = session_->take_chunk();
   if (!chunk) {
     if (session_->config.on_limit == LimitPolicy::kKeepNewest && !chunks_.empty()) {
@@ -34,19 +34,51 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
     } else {
       session_->warn_limit_once();
       full_ = true;
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return kDroppedSeq;
+      return false;
     }
   }
   const uint64_t seq = committed_.load(std::memory_order_relaxed);  // owner only
   chunks_.push_back(Chunk{chunk, seq, uint32_t(ChunkPool::kChunkEvents), first_side});
   cursor_ = chunk;
   limit_ = chunk + ChunkPool::kChunkEvents;
+  pending_pair_ = nullptr;
+  base_window_ = 0;  // compact events in the new chunk need a base of their own
+  return true;
+}
+
+uint64_t ThreadBuffer::write_slot(uint64_t ticks, uint64_t word) noexcept {
+  pending_pair_ = nullptr;
   cursor_->ticks = ticks;
   cursor_->word = word;
   ++cursor_;
+  const uint64_t seq = committed_.load(std::memory_order_relaxed);
   committed_.store(seq + 1, std::memory_order_release);
   return seq;
+}
+
+uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!reserve_slots_locked(1, word)) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
+  return write_slot(ticks, word);
+}
+
+void ThreadBuffer::append_compact_slow(uint64_t ticks, uint64_t bits) noexcept {
+  // A new chunk, the first compact event of a chunk, or a gap beyond the base's window: write a
+  // base (an ordinary slot) and start a new pair slot right after it, in the same chunk.
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t base_word = pack_word(EventKind::kBase, 0);
+  if (!reserve_slots_locked(2, base_word)) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  write_slot(ticks, base_word);
+  base_ticks_ = ticks;
+  base_window_ = kCompactDeltaLimit;
+  write_slot(0, bits);  // delta 0; `ticks` holds the empty second half
+  pending_pair_ = cursor_ - 1;
 }
 
 SideRecordMarks ThreadBuffer::side_marks_from(uint64_t first_word) const noexcept {
@@ -133,7 +165,14 @@ ThreadBuffer::Snapshot ThreadBuffer::snapshot() const {
   for (const Chunk& c : chunks_) {
     if (c.first_seq >= committed) break;
     uint64_t n = std::min<uint64_t>(c.capacity, committed - c.first_seq);
-    s.events.insert(s.events.end(), c.events, c.events + n);
+    if (c.first_seq + n < committed) {
+      s.events.insert(s.events.end(), c.events, c.events + n);
+      continue;
+    }
+    // The newest slot may be a pair slot whose second half the owner writes at any moment.
+    s.events.insert(s.events.end(), c.events, c.events + n - 1);
+    const RawEvent& last = c.events[n - 1];
+    s.events.push_back(RawEvent{__atomic_load_n(&last.ticks, __ATOMIC_RELAXED), last.word});
   }
   s.details.assign(details_.begin(), details_.end());
   s.strings.assign(strings_.begin(), strings_.end());
@@ -154,7 +193,10 @@ void ThreadBuffer::detach(bool owner_is_caller) noexcept {
     session_->give_back_chunk(chunks_.front().events);
     chunks_.pop_front();
   }
-  if (owner_is_caller) cursor_ = limit_ = nullptr;
+  if (owner_is_caller) {
+    cursor_ = limit_ = nullptr;
+    pending_pair_ = nullptr;
+  }
 }
 
 void ThreadBuffer::release_chunks() noexcept {
@@ -162,6 +204,20 @@ void ThreadBuffer::release_chunks() noexcept {
   for (const Chunk& c : chunks_) ChunkPool::instance().release(c.events);
   chunks_.clear();
   cursor_ = limit_ = nullptr;
+  pending_pair_ = nullptr;
+}
+
+uint64_t count_events(const std::vector<RawEvent>& slots) noexcept {
+  uint64_t n = 0;
+  for (const RawEvent& e : slots) {
+    if (is_compact_pair(e.word)) {
+      n += e.ticks != 0 ? 2 : 1;
+    } else {
+      EventKind k = kind_of(e.word);
+      n += (k == EventKind::kPadding || k == EventKind::kBase) ? 0 : 1;
+    }
+  }
+  return n;
 }
 
 }  // namespace framescope::internal

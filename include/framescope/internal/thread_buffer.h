@@ -66,6 +66,7 @@ class ThreadBuffer {
   /// Appends one event; returns its sequence number in this buffer. Owner thread only.
   FRAMESCOPE_ALWAYS_INLINE uint64_t append(uint64_t ticks, uint64_t word) noexcept {
     if (FRAMESCOPE_UNLIKELY(cursor_ == limit_)) return append_slow(ticks, word);
+    pending_pair_ = nullptr;  // events stay in order: a later compact event starts a new pair
     cursor_->ticks = ticks;
     cursor_->word = word;
     ++cursor_;
@@ -74,6 +75,27 @@ class ThreadBuffer {
     uint64_t seq = committed_.load(std::memory_order_relaxed);
     committed_.store(seq + 1, std::memory_order_release);
     return seq;
+  }
+
+  /// Appends one compact event (see raw_event.h): `bits` is compact_call_bits(index) or
+  /// kCompactReturnBits. Compact events have no sequence number. Owner thread only.
+  FRAMESCOPE_ALWAYS_INLINE void append_compact(uint64_t ticks, uint64_t bits) noexcept {
+    const uint64_t delta = ticks - base_ticks_;
+    // base_window_ is 0 until the current chunk has a base: the slow path writes one.
+    if (FRAMESCOPE_UNLIKELY(delta >= base_window_)) return append_compact_slow(ticks, bits);
+    if (RawEvent* pair = pending_pair_) {
+      // Second half of the open pair slot. A reader may be copying this (already committed)
+      // slot right now, hence the atomic store; it sees the event or the empty half.
+      __atomic_store_n(&pair->ticks, bits | delta, __ATOMIC_RELAXED);
+      pending_pair_ = nullptr;
+      return;
+    }
+    if (FRAMESCOPE_UNLIKELY(cursor_ == limit_)) return append_compact_slow(ticks, bits);
+    cursor_->word = bits | delta;
+    cursor_->ticks = 0;
+    pending_pair_ = cursor_;
+    ++cursor_;
+    committed_.store(committed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
 
   // ---- slow path, owner thread only ----
@@ -125,6 +147,12 @@ class ThreadBuffer {
 
  private:
   FRAMESCOPE_NOINLINE uint64_t append_slow(uint64_t ticks, uint64_t word) noexcept;
+  FRAMESCOPE_NOINLINE void append_compact_slow(uint64_t ticks, uint64_t bits) noexcept;
+  // Makes room for `slots` more events, starting a new chunk if needed (under mutex_, owner).
+  // False when the memory limit (or detach) stops recording; the caller counts the drop.
+  bool reserve_slots_locked(size_t slots, uint64_t first_word) noexcept;
+  // Writes one event at the cursor and publishes it (under mutex_ or on the fast path).
+  uint64_t write_slot(uint64_t ticks, uint64_t word) noexcept;
   // The first side records that events from `first_word` (the first event of a new chunk) on
   // may reference (under mutex_).
   SideRecordMarks side_marks_from(uint64_t first_word) const noexcept;
@@ -134,7 +162,10 @@ class ThreadBuffer {
 
   RawEvent* cursor_ = nullptr;
   RawEvent* limit_ = nullptr;
-  std::atomic<uint64_t> committed_{0};  // events appended so far = the next sequence number
+  std::atomic<uint64_t> committed_{0};  // slots appended so far = the next sequence number
+  RawEvent* pending_pair_ = nullptr;     // a committed pair slot whose second half is empty
+  uint64_t base_ticks_ = 0;              // base of compact events in the current chunk
+  uint64_t base_window_ = 0;             // kCompactDeltaLimit once the current chunk has a base
   Session* session_;
   uint32_t index_;
   bool full_ = false;      // at the memory limit with the stop policy: events counted, not kept
@@ -178,6 +209,18 @@ FRAMESCOPE_ALWAYS_INLINE ThreadBuffer* current_buffer() noexcept {
   if (FRAMESCOPE_LIKELY(t_slot.epoch == epoch)) return t_slot.buffer;
   return attach_current_thread();
 }
+
+/// Returned by register_compact_key() when a key gets no compact index.
+constexpr uint32_t kNoCompactIndex = UINT32_MAX;
+
+/// Registers `key` (a Python key, as kPyCall records it) in the compact key table of the session
+/// with `epoch` and returns its index for compact_call_bits(); kNoCompactIndex when that session
+/// is no longer the active one or its table is full (then record kPyCall events instead).
+/// Thread-safe; a slow path (once per code object per session).
+uint32_t register_compact_key(uint64_t epoch, uint64_t key) noexcept;
+
+/// Events in a snapshot's slots: a pair slot holds one or two, a base or padding slot none.
+uint64_t count_events(const std::vector<RawEvent>& slots) noexcept;
 
 /// Forces the next current_buffer() on this thread to re-check (after its thread-local state
 /// changed, e.g. under a ThreadLocalStateGuard).
