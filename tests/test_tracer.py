@@ -354,12 +354,22 @@ def fib(n: int) -> int:
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
+def test_python_calls_and_returns_take_eight_bytes_each(checked_trace) -> None:
+    # fib(22): 57,313 calls = 114,626 events, 917 KB at 8 bytes (1.8 MB at 16): all fit in 1 MiB
+    with framescope.profile(memory_limit="1MiB") as prof:
+        assert fib(22) == 17711
+    assert prof.trace.dropped_events == 0
+    assert len(py_calls(prof, ": fib")) == 57313
+    checked_trace(prof)
+
+
 @pytest.mark.parametrize("on_limit", ["stop", "keep_newest"])
 def test_memory_limit_with_python_frames(on_limit: str, checked_trace) -> None:
+    # fib(23) makes 92,735 calls: 185,470 events of 8 bytes, beyond 1 MiB
     with framescope.profile(memory_limit="1MiB", on_limit=on_limit) as prof:  # type: ignore[arg-type]
-        assert fib(22) == 17711
+        assert fib(23) == 28657
     assert prof.trace.dropped_events > 0
     assert any("dropped" in w for w in prof.warnings)
     calls = py_calls(prof, ": fib")
-    assert 0 < len(calls) < 57313  # fib(22) makes 57,313 calls
+    assert 0 < len(calls) < 92735
     checked_trace(prof)  # what was kept still nests

@@ -150,8 +150,8 @@ class Replayer {
     }
     const auto& d = t.data;
     auto py_call = [&](int64_t ts, uint64_t key) {
-      int64_t ev = open_event(ts, symbol_for_key(key, true), EventCategory::kPythonFunction,
-                              thread, stack);
+      int64_t ev =
+          open_event(ts, symbol_for_key(key, true), EventCategory::kPythonFunction, thread, stack);
       stack.push_back({ev, 0, OpenKind::kPython, false, 0});
     };
     // A compact event (raw_event.h); false once it lies after the stop.

@@ -16,6 +16,9 @@ struct CodeExtra {
   /// tracer: frames of this code need register_code() every time (labelled calls, and on 3.11+
   /// generator code, whose creation call is evaluated through the hook but is no resume)
   bool tracer_slow_path = false;
+  /// tracer: compact_call_bits() of this code in session `traced_epoch`, 0 when it has no
+  /// compact index (the hook then records 16-byte kPyCall events)
+  uint64_t compact_call_bits = 0;
   void* eval_state = nullptr;  ///< eval_frame API: cache entries, frame_state, skip mark
 };
 

@@ -101,17 +101,24 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   internal::ThreadBuffer* buffer = internal::current_buffer();
   if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);
   PyCodeObject* code = frame_code(frame);
-  uint64_t key = frame_key(code, frame);
-  if (FRAMESCOPE_UNLIKELY(!key)) return chain(ts, frame, throwflag);
-  if (FRAMESCOPE_UNLIKELY(h.depth == 0)) record_anchor(ts, h, buffer);
-  buffer->append(now_ticks(), internal::pack_word(internal::EventKind::kPyCall, key));
+  // Calls and returns are 8-byte compact events; a call that needs register_code() (see
+  // fast_compact_call) is an ordinary 16-byte kPyCall.
+  if (const uint64_t compact = fast_compact_call(code); FRAMESCOPE_LIKELY(compact != 0)) {
+    if (FRAMESCOPE_UNLIKELY(h.depth == 0)) record_anchor(ts, h, buffer);
+    buffer->append_compact(now_ticks(), compact);
+  } else {
+    const uint64_t key = register_code(code, frame);
+    if (FRAMESCOPE_UNLIKELY(!key)) return chain(ts, frame, throwflag);
+    if (FRAMESCOPE_UNLIKELY(h.depth == 0)) record_anchor(ts, h, buffer);
+    buffer->append(now_ticks(), internal::pack_word(internal::EventKind::kPyCall, key));
+  }
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
   --h.depth;
   if (FRAMESCOPE_LIKELY(g_tracer.hook_records_exits)) {
     // Re-read the buffer: the session may have stopped inside this frame.
     if (internal::ThreadBuffer* b = internal::current_buffer(); FRAMESCOPE_LIKELY(b == buffer)) {
-      b->append(now_ticks(), internal::pack_word(internal::EventKind::kPyReturn, 0));
+      b->append_compact(now_ticks(), internal::kCompactReturnBits);
     }
   }
   return result;

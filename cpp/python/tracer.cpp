@@ -121,6 +121,10 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
     g_session->codes.push_back(reinterpret_cast<PyObject*>(code));
     Py_INCREF(code);
     extra->traced_epoch = g_tracer.epoch;
+    const uint32_t index =
+        internal::register_compact_key(g_tracer.epoch, reinterpret_cast<uint64_t>(code));
+    extra->compact_call_bits =
+        index == internal::kNoCompactIndex ? 0 : internal::compact_call_bits(index);
 #if FS_PY311
     if (code->co_flags & kGeneratorCodeFlags) {
       extra->tracer_slow_path = true;

@@ -35,6 +35,19 @@ FRAMESCOPE_ALWAYS_INLINE uint64_t frame_key(PyCodeObject* code, FsFrame* frame) 
   return register_code(code, frame);
 }
 
+/// What the hook records for a call of `code` on its fast path: the code's compact call bits
+/// (an 8-byte event, see raw_event.h), or 0 when the call must go through register_code()
+/// (the code's first call in this session, labelled calls, generator code on 3.11+, a full
+/// compact key table). Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE uint64_t fast_compact_call(PyCodeObject* code) {
+  CodeExtra* extra = find_code_extra(code);
+  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch &&
+                        !extra->tracer_slow_path)) {
+    return extra->compact_call_bits;
+  }
+  return 0;
+}
+
 /// Called by the hook when the C stack gets deep and the tracer is the only hook user: moves
 /// recording of new frames to sys.monitoring / setprofile for the rest of the session. Frames
 /// already open keep their events. Returns false if it could not (then nothing changed).

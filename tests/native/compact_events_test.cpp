@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "chunk_pool.h"
-#include "session_impl.h"
 #include "framescope/internal/thread_buffer.h"
+#include "session_impl.h"
 #include "test_support.h"
 
 namespace framescope_test {

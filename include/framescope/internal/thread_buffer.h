@@ -163,9 +163,9 @@ class ThreadBuffer {
   RawEvent* cursor_ = nullptr;
   RawEvent* limit_ = nullptr;
   std::atomic<uint64_t> committed_{0};  // slots appended so far = the next sequence number
-  RawEvent* pending_pair_ = nullptr;     // a committed pair slot whose second half is empty
-  uint64_t base_ticks_ = 0;              // base of compact events in the current chunk
-  uint64_t base_window_ = 0;             // kCompactDeltaLimit once the current chunk has a base
+  RawEvent* pending_pair_ = nullptr;    // a committed pair slot whose second half is empty
+  uint64_t base_ticks_ = 0;             // base of compact events in the current chunk
+  uint64_t base_window_ = 0;            // kCompactDeltaLimit once the current chunk has a base
   Session* session_;
   uint32_t index_;
   bool full_ = false;      // at the memory limit with the stop policy: events counted, not kept
