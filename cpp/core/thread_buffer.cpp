@@ -47,7 +47,6 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
 }
 
 uint64_t ThreadBuffer::write_slot(uint64_t ticks, uint64_t word) noexcept {
-  pending_pair_ = nullptr;
   cursor_->ticks = ticks;
   cursor_->word = word;
   ++cursor_;

@@ -66,7 +66,6 @@ class ThreadBuffer {
   /// Appends one event; returns its sequence number in this buffer. Owner thread only.
   FRAMESCOPE_ALWAYS_INLINE uint64_t append(uint64_t ticks, uint64_t word) noexcept {
     if (FRAMESCOPE_UNLIKELY(cursor_ == limit_)) return append_slow(ticks, word);
-    pending_pair_ = nullptr;  // events stay in order: a later compact event starts a new pair
     cursor_->ticks = ticks;
     cursor_->word = word;
     ++cursor_;
@@ -83,10 +82,14 @@ class ThreadBuffer {
     const uint64_t delta = ticks - base_ticks_;
     // base_window_ is 0 until the current chunk has a base: the slow path writes one.
     if (FRAMESCOPE_UNLIKELY(delta >= base_window_)) return append_compact_slow(ticks, bits);
-    if (RawEvent* pair = pending_pair_) {
-      // Second half of the open pair slot. A reader may be copying this (already committed)
-      // slot right now, hence the atomic store; it sees the event or the empty half.
-      __atomic_store_n(&pair->ticks, bits | delta, __ATOMIC_RELAXED);
+    // The open pair slot takes the event as its second half only while it is still the newest
+    // slot: any event written since (an ordinary one, padding) closed it, keeping the order.
+    // Checked here rather than by a store in append(), which C++ ranges use.
+    if (reinterpret_cast<uintptr_t>(pending_pair_) + sizeof(RawEvent) ==
+        reinterpret_cast<uintptr_t>(cursor_)) {
+      // A reader may be copying this (already committed) slot right now, hence the atomic
+      // store; it sees the event or the empty half.
+      __atomic_store_n(&pending_pair_->ticks, bits | delta, __ATOMIC_RELAXED);
       pending_pair_ = nullptr;
       return;
     }
