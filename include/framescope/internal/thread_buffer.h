@@ -166,7 +166,7 @@ class ThreadBuffer {
   RawEvent* cursor_ = nullptr;
   RawEvent* limit_ = nullptr;
   std::atomic<uint64_t> committed_{0};  // slots appended so far = the next sequence number
-  RawEvent* pending_pair_ = nullptr;    // a committed pair slot whose second half is empty
+  RawEvent* pending_pair_ = nullptr;    // last pair slot with an empty second half (if newest)
   uint64_t base_ticks_ = 0;             // base of compact events in the current chunk
   uint64_t base_window_ = 0;            // kCompactDeltaLimit once the current chunk has a base
   Session* session_;
