@@ -46,15 +46,6 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
   return true;
 }
 
-uint64_t ThreadBuffer::write_slot(uint64_t ticks, uint64_t word) noexcept {
-  cursor_->ticks = ticks;
-  cursor_->word = word;
-  ++cursor_;
-  const uint64_t seq = committed_.load(std::memory_order_relaxed);
-  committed_.store(seq + 1, std::memory_order_release);
-  return seq;
-}
-
 uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!reserve_slots_locked(1, word)) {
@@ -76,8 +67,7 @@ void ThreadBuffer::append_compact_slow(uint64_t ticks, uint64_t bits) noexcept {
   write_slot(ticks, base_word);
   base_ticks_ = ticks;
   base_window_ = kCompactDeltaLimit;
-  write_slot(0, bits);  // delta 0; `ticks` holds the empty second half
-  pending_pair_ = cursor_ - 1;
+  open_pair(bits);  // delta 0
 }
 
 SideRecordMarks ThreadBuffer::side_marks_from(uint64_t first_word) const noexcept {

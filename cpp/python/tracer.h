@@ -25,13 +25,20 @@ extern TracerState g_tracer;
 /// Slow path of frame_key(): registers `code` in this session. Null key (0) on failure.
 uint64_t register_code(PyCodeObject* code, FsFrame* frame);
 
-/// The key recorded for a frame: its code object, or a labelled-call key. Needs the GIL.
-FRAMESCOPE_ALWAYS_INLINE uint64_t frame_key(PyCodeObject* code, FsFrame* frame) {
+/// The CodeExtra of `code` when its calls need no register_code() in this session (it is
+/// registered, unlabelled, and no generator code on 3.11+); null otherwise. Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE CodeExtra* registered_fast_code(PyCodeObject* code) {
   CodeExtra* extra = find_code_extra(code);
   if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch &&
                         !extra->tracer_slow_path)) {
-    return reinterpret_cast<uint64_t>(code);
+    return extra;
   }
+  return nullptr;
+}
+
+/// The key recorded for a frame: its code object, or a labelled-call key. Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE uint64_t frame_key(PyCodeObject* code, FsFrame* frame) {
+  if (FRAMESCOPE_LIKELY(registered_fast_code(code))) return reinterpret_cast<uint64_t>(code);
   return register_code(code, frame);
 }
 
@@ -40,12 +47,8 @@ FRAMESCOPE_ALWAYS_INLINE uint64_t frame_key(PyCodeObject* code, FsFrame* frame) 
 /// (the code's first call in this session, labelled calls, generator code on 3.11+, a full
 /// compact key table). Needs the GIL.
 FRAMESCOPE_ALWAYS_INLINE uint64_t fast_compact_call(PyCodeObject* code) {
-  CodeExtra* extra = find_code_extra(code);
-  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch &&
-                        !extra->tracer_slow_path)) {
-    return extra->compact_call_bits;
-  }
-  return 0;
+  CodeExtra* extra = registered_fast_code(code);
+  return FRAMESCOPE_LIKELY(extra) ? extra->compact_call_bits : 0;
 }
 
 /// Called by the hook when the C stack gets deep and the tracer is the only hook user: moves

@@ -66,14 +66,7 @@ class ThreadBuffer {
   /// Appends one event; returns its sequence number in this buffer. Owner thread only.
   FRAMESCOPE_ALWAYS_INLINE uint64_t append(uint64_t ticks, uint64_t word) noexcept {
     if (FRAMESCOPE_UNLIKELY(cursor_ == limit_)) return append_slow(ticks, word);
-    cursor_->ticks = ticks;
-    cursor_->word = word;
-    ++cursor_;
-    // Only the owner writes committed_, so its own relaxed load is exact: the count doubles as
-    // the next sequence number (one load and one store per event).
-    uint64_t seq = committed_.load(std::memory_order_relaxed);
-    committed_.store(seq + 1, std::memory_order_release);
-    return seq;
+    return write_slot(ticks, word);
   }
 
   /// Appends one compact event (see raw_event.h): `bits` is compact_call_bits(index) or
@@ -94,11 +87,7 @@ class ThreadBuffer {
       return;
     }
     if (FRAMESCOPE_UNLIKELY(cursor_ == limit_)) return append_compact_slow(ticks, bits);
-    cursor_->word = bits | delta;
-    cursor_->ticks = 0;
-    pending_pair_ = cursor_;
-    ++cursor_;
-    committed_.store(committed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    open_pair(bits | delta);
   }
 
   // ---- slow path, owner thread only ----
@@ -154,8 +143,22 @@ class ThreadBuffer {
   // Makes room for `slots` more events, starting a new chunk if needed (under mutex_, owner).
   // False when the memory limit (or detach) stops recording; the caller counts the drop.
   bool reserve_slots_locked(size_t slots, uint64_t first_word) noexcept;
-  // Writes one event at the cursor and publishes it (under mutex_ or on the fast path).
-  uint64_t write_slot(uint64_t ticks, uint64_t word) noexcept;
+  // Writes one slot at the cursor (which must have room) and publishes it; returns its seq.
+  FRAMESCOPE_ALWAYS_INLINE uint64_t write_slot(uint64_t ticks, uint64_t word) noexcept {
+    cursor_->ticks = ticks;
+    cursor_->word = word;
+    ++cursor_;
+    // Only the owner writes committed_, so its own relaxed load is exact: the count doubles as
+    // the next sequence number (one load and one store per event).
+    const uint64_t seq = committed_.load(std::memory_order_relaxed);
+    committed_.store(seq + 1, std::memory_order_release);
+    return seq;
+  }
+  // Starts a pair slot with compact event `first` (its second half empty) at the cursor.
+  FRAMESCOPE_ALWAYS_INLINE void open_pair(uint64_t first) noexcept {
+    write_slot(0, first);
+    pending_pair_ = cursor_ - 1;
+  }
   // The first side records that events from `first_word` (the first event of a new chunk) on
   // may reference (under mutex_).
   SideRecordMarks side_marks_from(uint64_t first_word) const noexcept;
