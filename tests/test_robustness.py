@@ -142,7 +142,7 @@ def test_hook_installed_first_is_chained_and_restored(counting_hook) -> None:
     counting_hook.install()
     try:
         before = counting_hook.count()
-        with framescope.profile() as prof:
+        with framescope.profile(backend="frame_hook") as prof:
             for _ in range(100):
                 leaf()
         assert counting_hook.count() - before >= 100, "framescope chained to the earlier hook"
@@ -151,6 +151,29 @@ def test_hook_installed_first_is_chained_and_restored(counting_hook) -> None:
         assert prof.backend == "frame_hook"
     finally:
         counting_hook.uninstall()
+
+
+def test_auto_backend_leaves_another_tools_hook_alone(counting_hook) -> None:
+    assert framescope._core._foreign_frame_hook() == ""
+    counting_hook.install()
+    try:
+        assert "counting" in framescope._core._foreign_frame_hook()
+        before = counting_hook.count()
+        with framescope.profile() as prof:
+            assert counting_hook.is_current(), "the other tool keeps its hook, unchained"
+            for _ in range(100):
+                leaf()
+        assert counting_hook.count() - before >= 100
+        assert counting_hook.is_current()
+        assert len([e for e in prof.events() if e.name.endswith(": leaf")]) == 100
+        fallback = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
+        assert prof.backend == fallback
+        assert any("another tool's PEP 523 frame hook" in w and fallback in w for w in prof.warnings)
+    finally:
+        counting_hook.uninstall()
+    with framescope.profile() as prof:  # with the hook gone, auto is the frame hook again
+        leaf()
+    assert prof.backend == "frame_hook" and not prof.warnings
 
 
 def test_hook_replaced_during_session_is_left_alone(counting_hook) -> None:

@@ -103,6 +103,8 @@ void bind_session(nb::module_& m) {
   m.def("_stop", &stop_session, "thread_names"_a);
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def("_backend", &tracer_backend_description);
+  m.def("_foreign_frame_hook", &foreign_frame_hook,
+        "The PEP 523 function another tool installed (described), or '' when none is.");
   m.def(
       "mark", [](const std::string& name) { framescope::mark(name); }, "name"_a,
       "Record an instant event (a mark) on the calling thread; no-op without a session.");

@@ -1,7 +1,10 @@
 // cpp/python/frame_hook.cpp: installing, chaining and running the PEP 523 frame hook.
 #include "frame_hook.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
+
+#include <cstdio>
 
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
@@ -212,6 +215,17 @@ unsigned hook_users() { return g_hook_users; }
 
 bool hook_is_current() {
   return _PyInterpreterState_GetEvalFrameFunc(interp()) == framescope_eval_frame;
+}
+
+std::string foreign_frame_hook() {
+  EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());
+  if (current == _PyEval_EvalFrameDefault || current == framescope_eval_frame) return {};
+  // The eval function is a C function pointer; dladdr names it for the message when it can.
+  Dl_info info{};
+  char address[32];
+  std::snprintf(address, sizeof address, "%p", reinterpret_cast<void*>(current));
+  if (dladdr(reinterpret_cast<void*>(current), &info) == 0 || !info.dli_fname) return address;
+  return std::string(info.dli_sname ? info.dli_sname : address) + " in " + info.dli_fname;
 }
 
 bool hook_detach_for_tracer() {

@@ -31,6 +31,11 @@ struct TracerOptions {
 /// otherwise land inside the first recorded slice.
 void prepare_hook_thread();
 
+/// Describes the PEP 523 function another tool installed ("symbol in libfoo.so", or an address),
+/// or returns an empty string when the interpreter runs CPython's default evaluation or
+/// framescope's own hook. Needs the GIL. (frame_hook.cpp)
+std::string foreign_frame_hook();
+
 /// Starts tracing into the active core session; `current_frames` is sys._current_frames() (the
 /// frames already running become open slices). Returns false with a Python exception set.
 bool tracer_start(const TracerOptions& options, PyObject* current_frames);

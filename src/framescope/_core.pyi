@@ -30,6 +30,8 @@ def is_enabled() -> bool:
     """True while a framescope session records."""
 
 def _backend() -> str: ...
+def _foreign_frame_hook() -> str:
+    """The PEP 523 function another tool installed (described), or '' when none is."""
 def mark(name: str) -> None:
     """Records an instant event on the calling thread; no-op without a session."""
 

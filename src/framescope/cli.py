@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--c-calls", action="store_true", help="also record builtins")
     run.add_argument("--backend", default="auto",
                      choices=["auto", "frame_hook", "fallback", "sys.monitoring", "setprofile"],
-                     help="where Python calls come from (default: the PEP 523 frame hook)")
+                     help="where Python calls come from (default auto: the PEP 523 frame hook, or "
+                          "the fallback when another tool's frame hook is installed)")
     run.add_argument("--limit", type=int, default=20, help="rows of the summary (0: none)")
     run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
                      help="summary order (default: self time)")

@@ -57,17 +57,36 @@ def _current_stacks(skip_framescope: bool) -> dict[int, FrameType | tuple[FrameT
     return frames
 
 
-def _resolve_backend(backend: str) -> str:
-    if backend in ("auto", "frame_hook"):
-        return "frame_hook"
-    if backend == "fallback":
-        return "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
-    if backend in ("sys.monitoring", "setprofile"):
+_FALLBACK_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
+
+
+def _check_backend(backend: str) -> str:
+    if backend in ("auto", "frame_hook", "fallback", "sys.monitoring", "setprofile"):
         return backend
     raise ValueError(
         f"unknown backend {backend!r}: expected 'auto', 'frame_hook', 'sys.monitoring', "
         "'setprofile' or 'fallback'"
     )
+
+
+def _resolve_backend(backend: str) -> tuple[str, str | None]:
+    """The backend a session started now uses, and why "auto" chose the fallback (or None).
+
+    "auto" is the frame hook unless another tool's PEP 523 function is installed: chained to,
+    that tool could take the hook back at any time (Pyjion, for one, restores CPython's default)
+    and every later Python call would be lost, so "auto" leaves the hook to it and records with the
+    fallback instead. "frame_hook" chains to it regardless."""
+    if backend == "auto":
+        owner = _core._foreign_frame_hook()
+        if not owner:
+            return "frame_hook", None
+        return _FALLBACK_BACKEND, (
+            f"framescope: another tool's PEP 523 frame hook ({owner}) is installed; Python calls "
+            f"are recorded with {_FALLBACK_BACKEND} instead (backend='frame_hook' chains to it)"
+        )
+    if backend == "fallback":
+        return _FALLBACK_BACKEND, None
+    return backend, None
 
 
 def _parse_bytes(limit: int | str) -> int:
@@ -116,8 +135,10 @@ class profile:
         with_flops: estimate flops of known ops from their input shapes.
         with_stack: record every Python call (from the PEP 523 frame hook).
         c_calls: also record builtins called from Python (sys.monitoring / setprofile).
-        backend: where Python calls come from: ``"auto"`` (the frame hook), ``"frame_hook"``,
-            ``"fallback"``, ``"sys.monitoring"`` (3.12+) or ``"setprofile"`` (3.10/3.11).
+        backend: where Python calls come from: ``"auto"`` (the frame hook, or the fallback
+            when another tool's PEP 523 hook is installed at start, with a warning),
+            ``"frame_hook"`` (chains to such a hook), ``"fallback"``, ``"sys.monitoring"``
+            (3.12+) or ``"setprofile"`` (3.10/3.11).
         memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
     """
@@ -143,7 +164,9 @@ class profile:
         self.with_flops = with_flops
         self.with_stack = with_stack
         self.c_calls = c_calls
-        self._backend = _resolve_backend(backend) if with_stack else "none"
+        self._requested_backend = _check_backend(backend) if with_stack else "none"
+        self._backend = self._requested_backend
+        self._start_warnings: list[str] = []
         self._memory_limit = _parse_bytes(memory_limit)
         if self._memory_limit <= 0:
             raise ValueError("memory_limit must be positive")
@@ -155,8 +178,12 @@ class profile:
     def start(self) -> profile:
         if self._running:
             raise RuntimeError("this profile is already running")
+        self._start_warnings = []
         if self.with_stack:
             _label_torch_modules()
+            self._backend, why = _resolve_backend(self._requested_backend)
+            if why:
+                self._start_warnings.append(why)
         frames = _current_stacks(self._backend == "frame_hook") if self.with_stack else None
         _core._start(
             record_shapes=self.record_shapes,
@@ -180,7 +207,7 @@ class profile:
         names = [(t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None]
         self._running = False
         self._trace = _core._stop(names)
-        for warning in self._trace.warnings:
+        for warning in self.warnings:
             print(warning, file=sys.stderr)
         return self
 
@@ -211,7 +238,8 @@ class profile:
 
     @property
     def warnings(self) -> list[str]:
-        return list(self.trace.warnings)
+        """What went differently than asked (backend choice, limits, lost hooks), in order."""
+        return self._start_warnings + list(self.trace.warnings)
 
     def events(self) -> EventList:
         """Every event (Python calls, ranges, builtins, marks) as a lazy sequence."""
