@@ -609,41 +609,63 @@ def test_other_code_in_deep_recursion_across_frame_stack_chunks() -> None:
     assert not any(n.endswith("rec_big") for n in names)  # the intercepted frames never ran
 
 
-@pytest.mark.parametrize("other_code", [False, True], ids=["own_code", "other_code"])
-def test_recursion_beyond_the_c_stack_is_a_clean_recursion_error(other_code: bool) -> None:
-    script = textwrap.dedent(
-        f"""
-        import sys
-        from framescope import eval_frame as ef
+DEEP_INTERCEPTED = """
+import sys
+from framescope import _core, eval_frame as ef
 
-        def rec(n):
-            return 0 if n == 0 else 1 + rec(n - 1)
+OTHER_CODE, DEPTH, BUDGET = {other_code}, {depth}, {budget}
 
-        def rec_new(n):
-            return 0 if n == 0 else 1 + rec(n - 1)
+def rec(n):
+    return 0 if n == 0 else 1 + rec(n - 1)
 
-        def cb(frame, entry, state):
-            if frame.f_code is rec.__code__:
-                code = rec_new.__code__ if {other_code} else rec.__code__
-                return ef.GuardedCode(code=code, check_fn=lambda f_locals: True)
-            return None
+def rec_new(n):
+    return 0 if n == 0 else 1 + rec(n - 1)
 
-        sys.setrecursionlimit(10**7)
-        ef.set_eval_frame(cb)
-        try:
-            rec(10**6)
-            print("no error")
-        except RecursionError:
-            print("RecursionError")
-        ef.set_eval_frame(None)
-        print(rec(100))
-        """
-    )
+def cb(frame, entry, state):
+    if frame.f_code is rec.__code__:
+        code = rec_new.__code__ if OTHER_CODE else rec.__code__
+        return ef.GuardedCode(code=code, check_fn=lambda f_locals: True)
+    return None
+
+if BUDGET is not None:
+    _core._set_stack_segment_budget(BUDGET)
+sys.setrecursionlimit(10**7)
+ef.set_eval_frame(cb)
+try:
+    print("result", rec(DEPTH))
+except RecursionError:
+    print("RecursionError")
+ef.set_eval_frame(None)
+print(rec(100))
+"""
+
+
+def run_deep_intercepted(other_code: bool, depth: int, budget: int | None) -> list[str]:
     import subprocess
 
+    script = DEEP_INTERCEPTED.format(other_code=other_code, depth=depth, budget=budget)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["RecursionError", "100"]
+    return result.stdout.split()
+
+
+@pytest.mark.parametrize("other_code", [False, True], ids=["own_code", "other_code"])
+@pytest.mark.parametrize("budget", [0, 48 << 20], ids=["no_segments", "three_segments"])
+def test_recursion_beyond_the_c_stack_is_a_clean_recursion_error(
+    other_code: bool, budget: int
+) -> None:
+    """Past the thread's stack and the segment budget: RecursionError, never a crash."""
+    assert run_deep_intercepted(other_code, 10**6, budget) == ["RecursionError", "100"]
+
+
+@pytest.mark.parametrize("other_code", [False, True], ids=["own_code", "other_code"])
+def test_intercepted_recursion_deeper_than_the_c_stack_runs_on_segments(other_code: bool) -> None:
+    """100,000 intercepted levels need more C stack than a thread has (8 MiB): the hook runs
+    the deep part on stack segments, so the program runs as it does without the hook (3.10
+    without the hook overflows its stack at ~20,000 levels)."""
+    if not _core._stack_segments_supported():
+        pytest.skip("no stack segments on this platform")
+    assert run_deep_intercepted(other_code, 100_000, None) == ["result", "100000", "100"]
 
 
 def test_reset_code_from_a_guard_the_callback_or_the_running_code() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import framescope
+from framescope import _core
 from conftest import run_python
 from native_build import build_extension
 
@@ -20,6 +21,8 @@ import sys, framescope
 sys.setrecursionlimit(60000)
 N = int(sys.argv[1])
 BACKEND = sys.argv[2]
+if len(sys.argv) > 3:
+    framescope._core._set_stack_segment_budget(int(sys.argv[3]))
 def rec(n):
     return 0 if n == 0 else 1 + rec(n - 1)
 try:
@@ -39,27 +42,64 @@ except RecursionError as e:
     print("RecursionError", e)
 """
 
-# Plain 3.10 recurses in C for every Python call and overflows an 8 MiB stack (a segfault)
-# somewhere past 20,000 levels; a traced run stops with RecursionError before the stack ends.
-DEEPEST_PLAIN = 50_000 if sys.version_info >= (3, 11) else 12_000
+# The issue's bar: rec(50000) under sys.setrecursionlimit(60000), traced. Plain 3.11+ runs it;
+# plain 3.10 recurses in C for every Python call and overflows an 8 MiB stack (a segfault)
+# somewhere past 20,000 levels. The frame hook runs it on every version (on stack segments once
+# the thread's stack is nearly used up). The 3.10 setprofile backend has no hook to move the
+# stack with: it stops with RecursionError before the stack ends, so it is tested at a depth
+# plain 3.10 runs.
+DEEP_N = 50_000
+
+
+def deep_n(backend: str) -> int:
+    return DEEP_N if backend == "frame_hook" or sys.version_info >= (3, 11) else 12_000
 
 
 @pytest.mark.parametrize("backend", ["frame_hook", "fallback"])
 def test_deep_recursion_runs_as_plain_python(backend: str) -> None:
-    out = run_python(DEEP, str(DEEPEST_PLAIN), backend)
+    n = deep_n(backend)
+    out = run_python(DEEP, str(n), backend)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert f"result {DEEPEST_PLAIN}" in out.stdout, out.stdout + out.stderr[-3000:]
-    if backend == "frame_hook" and sys.version_info >= (3, 11):
-        # The hook handed the deep part to the fallback and said so.
-        assert "->" in out.stdout and "switched from the frame hook" in out.stderr
+    assert f"result {n}" in out.stdout, out.stdout + out.stderr[-3000:]
+    if backend == "frame_hook" and _core._stack_segments_supported():
+        # The hook kept recording (no switch to the fallback) and said nothing.
+        assert "backend frame_hook\n" in out.stdout, out.stdout
+        assert "switched from the frame hook" not in out.stderr
 
 
-def test_recursion_beyond_the_c_stack_is_a_clean_error_on_3_10() -> None:
+def test_deep_recursion_beyond_the_segment_budget() -> None:
+    """Without stack segments: 3.11+ hands new frames to the fallback backend (calls are
+    inlined again) and says so; 3.10 raises RecursionError before the C stack ends, never a
+    crash (plain 3.10 segfaults at this depth)."""
+    out = run_python(DEEP, str(DEEP_N), "frame_hook", "0")
+    assert out.returncode == 0, out.stderr[-3000:]
     if sys.version_info >= (3, 11):
-        pytest.skip("3.11+ does not recurse in C for Python calls")
-    out = run_python(DEEP, "50000", "frame_hook")
+        assert f"result {DEEP_N}" in out.stdout, out.stdout + out.stderr[-3000:]
+        assert "backend frame_hook->" in out.stdout
+        assert "switched from the frame hook" in out.stderr
+        assert "stack segment budget" in out.stderr
+    else:
+        assert "RecursionError" in out.stdout, out.stdout + out.stderr[-3000:]
+
+
+def test_deep_recursion_on_a_thread() -> None:
+    """Threads get their own segments (a thread's stack is smaller than the main thread's)."""
+    code = """
+    import sys, threading, framescope
+    sys.setrecursionlimit(60000)
+    def rec(n):
+        return 0 if n == 0 else 1 + rec(n - 1)
+    out = []
+    with framescope.profile() as prof:
+        t = threading.Thread(target=lambda: out.append(rec(30000)))
+        t.start(); t.join()
+        out.append(rec(30000))
+    calls = [e for e in prof.events() if e.name.endswith(": rec")]
+    print(out, len(calls), prof.backend)
+    """
+    out = run_python(code)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "RecursionError" in out.stdout
+    assert out.stdout.split("\n")[0] == "[30000, 30000] 60002 frame_hook", out.stdout
 
 
 def test_recursion_limit_still_applies() -> None:

@@ -9,6 +9,7 @@
 
 #include "framescope/chrome_trace.h"
 #include "framescope/session.h"
+#include "stack_segments.h"
 #include "tracer_api.h"
 
 namespace nb = nanobind;
@@ -116,6 +117,13 @@ void bind_session(nb::module_& m) {
                                   total_reserved, device);
       },
       "address"_a, "bytes"_a, "total_allocated"_a, "total_reserved"_a = 0, "device"_a = -1);
+  m.def(
+      "_set_stack_segment_budget",
+      [](size_t bytes) { return internal::set_stack_segment_budget(bytes); }, "bytes"_a,
+      "Sets how much C stack (bytes, per thread) the frame hook may add in segments for deep "
+      "recursion (0: none); returns the previous budget.");
+  m.def("_stack_segments_supported", &internal::stack_segments_supported,
+        "True when the frame hook can continue deep recursion on stack segments here.");
   m.def(
       "label_calls",
       [](nb::handle code, const std::string& label) {

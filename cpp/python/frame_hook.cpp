@@ -8,12 +8,13 @@
 
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
+#include "stack_segments.h"
 #include "tracer.h"
 #include "tracer_api.h"
 
 namespace framescope::py {
 
-thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, 0, nullptr, 0};
+thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, 0, nullptr, 0, 0};
 EvalFrameFunction g_previous_eval = nullptr;
 
 namespace {
@@ -28,27 +29,30 @@ PyInterpreterState* interp() { return PyInterpreterState_Get(); }
 // interpreter, an exception, a traceback and a callback to run and unwind.
 constexpr uint64_t kHardReserve = 256 * 1024;
 
+// Deep stacks. With a frame hook installed every Python->Python call recurses in C (on 3.10 it
+// always does), so a recursion that plain Python runs would exhaust the C stack. A frame that
+// starts with less than kCheckRoom left (on the thread's own stack or on a segment) takes the
+// slow path, which, in this order:
+//  1. continues on a fresh stack segment (cpp/core/stack_segments.h), up to the per-thread
+//     budget: the program runs as it does without framescope, on every version, and the tracer
+//     keeps its backend;
+//  2. on 3.11+, when the tracer is the hook's only user, hands new frames to the fallback
+//     backend, whose calls the interpreter inlines again (no C stack per Python call);
+//  3. refuses frames within kHardReserve of the end with RecursionError (never a crash).
+constexpr uint64_t kCheckRoom = 2 * kHardReserve;
+
 constexpr bool kTracerSwitchesOnDeepStacks = FS_PY311;
 
-// The tracer stops using the hook once the stack is this deep (then calls are inlined again and
-// stop eating C stack): half the stack, leaving at least 1 MiB. Not on 3.10: there every Python
-// call recurses in C with or without a hook, a hooked level takes about the C stack of a plain
-// one (measured: ~20,000 levels either way in 8 MiB) and a profile function makes each level
-// larger (~16,300), so switching would lose depth. The hook then only refuses frames within the
-// hard reserve, with RecursionError where plain 3.10 would overflow the stack.
-uint64_t tracer_switch_depth(uint64_t stack_size) {
-#if FS_PY311
-  uint64_t part = stack_size / 2;
-  uint64_t leave = uint64_t(1) << 20;
-  return stack_size > leave + part ? part : (stack_size > leave ? stack_size - leave : 0);
-#else
-  return stack_size - 2 * kHardReserve;
-#endif
+// Sets the hook's view of the stack it runs on: usable [low, low + size).
+void set_stack_bounds(HookThread& h, uintptr_t low, uint64_t size) {
+  h.stack_low = low;
+  h.stack_size = size;
+  h.stack_check_below = low + kCheckRoom;
 }
 
 // Computes this thread's stack bounds once. pthread_getattr_np reports the main thread's stack
 // from RLIMIT_STACK (it grows on demand up to that), other threads' from their attributes. The
-// slow path then runs only for frames deeper than the tracer's switch depth.
+// slow path then runs only for frames within kCheckRoom of the end.
 void learn_stack(HookThread& h) {
   pthread_attr_t attr;
   void* addr = nullptr;
@@ -64,13 +68,9 @@ void learn_stack(HookThread& h) {
     h.stack_check_below = 0;
     return;
   }
-  h.stack_low = reinterpret_cast<uintptr_t>(addr);
-  h.stack_size = size;
-  h.stack_check_below = h.stack_low + (size - tracer_switch_depth(size));
+  set_stack_bounds(h, reinterpret_cast<uintptr_t>(addr), size);
 }
 
-// The rare path of hooked frames: a thread's first frame, or a deep stack. Returns false when
-// the frame must be refused.
 // True when `here` lies below the thread's check line (so the stack is deep), learning the
 // thread's stack bounds on first use. False when the bounds are unknown.
 bool below_check_line(HookThread& h, uintptr_t here) {
@@ -78,23 +78,7 @@ bool below_check_line(HookThread& h, uintptr_t here) {
   return h.stack_low && here < h.stack_check_below;
 }
 
-FRAMESCOPE_NOINLINE bool stack_slow_path(HookThread& h, uintptr_t here, const char** why) {
-  if (!below_check_line(h, here)) return true;
-  uint64_t remaining = here - h.stack_low;
-  // Deep recursion while the tracer is the hook's only user: hand new frames to the fallback
-  // backend, whose calls the interpreter inlines again (no C stack per Python call).
-  if (kTracerSwitchesOnDeepStacks && remaining > kHardReserve && g_tracer.hook_records_frames &&
-      tracer_switch_to_fallback("deep recursion")) {
-    return true;
-  }
-  if (remaining > kHardReserve) return true;
-  *why =
-      "maximum recursion depth exceeded (framescope: the C stack is nearly exhausted by "
-      "frames evaluated through the PEP 523 hook)";
-  return false;
-}
-
-// Calls the function we chain to; the real C stack is guarded by stack_slow_path().
+// Calls the function we chain to; the real C stack is guarded by the hook's deep-stack path.
 FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int throwflag) {
   return eval_hooked_frame(g_previous_eval, ts, frame, throwflag);
 }
@@ -127,23 +111,83 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   return result;
 }
 
-// run_frame()'s body, inlined into the hook itself so that a traced call costs one C frame.
-FRAMESCOPE_ALWAYS_INLINE PyObject* run_frame_inline(PyThreadState* ts, FsFrame* frame,
-                                                    int throwflag, HookThread& h) {
-  char marker;
-  uintptr_t here = reinterpret_cast<uintptr_t>(&marker);
-  if (FRAMESCOPE_UNLIKELY(here < h.stack_check_below)) {
-    const char* why = nullptr;
-    if (!stack_slow_path(h, here, &why)) return refuse_frame(ts, frame, why);
-  }
+// What the hook does with a frame once the stack has room: the eval_frame API's interception,
+// the tracer's recording, or a plain chain. Inlined into the hook so that a traced call costs
+// one C frame.
+FRAMESCOPE_ALWAYS_INLINE PyObject* dispatch_frame(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                                  HookThread& h) {
+  if (FRAMESCOPE_UNLIKELY(h.eval_callback != nullptr)) return eval_api_frame(ts, frame, throwflag);
   if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) return traced_eval(ts, frame, throwflag, h);
   return chain(ts, frame, throwflag);
 }
 
+struct SegmentCall {
+  PyThreadState* ts;
+  FsFrame* frame;
+  int throwflag;
+  PyObject* result;
+};
+
+void run_segment_call(void* p) {
+  auto* call = static_cast<SegmentCall*>(p);
+  call->result = dispatch_frame(call->ts, call->frame, call->throwflag, t_hook);
+}
+
+// Runs the frame on `segment`. The thread state, the GIL and CPython's own counters are not
+// tied to the stack, so the frame runs as it would on the thread's stack; the hook's bounds
+// follow it there and back.
+PyObject* eval_on_segment(PyThreadState* ts, FsFrame* frame, int throwflag, HookThread& h,
+                          const internal::StackSegment& segment) {
+  const uintptr_t saved_low = h.stack_low;
+  const uint64_t saved_size = h.stack_size;
+  const uintptr_t saved_check = h.stack_check_below;
+  set_stack_bounds(h, segment.low, segment.high - segment.low);
+  ++h.stack_segment_level;
+  SegmentCall call{ts, frame, throwflag, nullptr};
+  internal::call_on_stack_segment(segment, run_segment_call, &call);
+  --h.stack_segment_level;
+  // Keep the segment just left for the next time the recursion goes this deep; drop deeper ones.
+  internal::release_stack_segments_above(h.stack_segment_level);
+  h.stack_low = saved_low;
+  h.stack_size = saved_size;
+  h.stack_check_below = saved_check;
+  return call.result;
+}
+
+// The hook's slow path for a frame that starts below the check line (or a thread's first
+// frame): see "Deep stacks" above. Returns true with *result set when it ran (or refused) the
+// frame, false when the caller should run it here as usual.
+FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                         uintptr_t here, PyObject** result) {
+  HookThread& h = t_hook;
+  if (!below_check_line(h, here)) return false;
+  internal::StackSegment segment;
+  if (internal::acquire_stack_segment(h.stack_segment_level, &segment)) {
+    *result = eval_on_segment(ts, frame, throwflag, h, segment);
+    return true;
+  }
+  const uint64_t remaining = here - h.stack_low;
+  if (kTracerSwitchesOnDeepStacks && remaining > kHardReserve && g_tracer.hook_records_frames &&
+      tracer_switch_to_fallback("deep recursion beyond the stack segment budget")) {
+    return false;
+  }
+  if (remaining > kHardReserve) return false;
+  *result = refuse_frame(ts, frame,
+                         "maximum recursion depth exceeded (framescope: the C stack is nearly "
+                         "exhausted by frames evaluated through the PEP 523 hook)");
+  return true;
+}
+
 PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
   HookThread& h = t_hook;
-  if (FRAMESCOPE_UNLIKELY(h.eval_callback != nullptr)) return eval_api_frame(ts, frame, throwflag);
-  return run_frame_inline(ts, frame, throwflag, h);
+  char marker;
+  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
+    PyObject* result;
+    if (deep_stack_eval(ts, frame, throwflag, reinterpret_cast<uintptr_t>(&marker), &result)) {
+      return result;
+    }
+  }
+  return dispatch_frame(ts, frame, throwflag, h);
 }
 
 }  // namespace
@@ -174,7 +218,10 @@ bool c_stack_nearly_exhausted() {
 }
 
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
-  return run_frame_inline(ts, frame, throwflag, t_hook);
+  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) {
+    return traced_eval(ts, frame, throwflag, t_hook);
+  }
+  return chain(ts, frame, throwflag);
 }
 
 PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {

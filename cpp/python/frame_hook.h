@@ -30,6 +30,9 @@ struct HookThread {
   uint64_t stack_size;
   const void* last_anchor;  ///< tracer: pre-existing frame of the last depth-0 call
   int depth;                ///< tracer: hook frames open on this thread
+  /// Stack segments (cpp/core/stack_segments.h) this thread runs on now, 0 on its own stack.
+  /// The stack_* fields above describe the segment in use.
+  unsigned stack_segment_level;
 };
 extern thread_local HookThread t_hook FRAMESCOPE_TLS_IE;
 
@@ -56,14 +59,16 @@ void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buf
 /// does nothing unless the hook tracer records on this thread. Needs the GIL.
 void anchor_outermost_range();
 
-/// True when this thread's C stack has less than the hook's reserve left (learning the bounds
-/// on first use). The 3.10 setprofile backend uses it to raise RecursionError where plain 3.10
-/// would overflow the stack. Cheap: one compare unless the stack is deep.
+/// True when this thread's C stack (or the stack segment it runs on) has less than the hook's
+/// reserve left, learning the bounds on first use. The 3.10 setprofile backend uses it to raise
+/// RecursionError where plain 3.10 would overflow the stack. Cheap: one compare unless the stack
+/// is deep.
 bool c_stack_nearly_exhausted();
 
 /// Evaluates `frame` the way the interpreter would without framescope's eval_frame API: records
 /// it for the tracer when tracing, then chains to the previous eval function. The eval_frame API
-/// calls this to run (cached or original) code. Borrowed frame; new reference or null.
+/// calls this to run (cached or original) code; the hook checked the stack on entry. Borrowed
+/// frame; new reference or null.
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag);
 
 /// Refuses to evaluate `frame`: sets RecursionError and lets the default evaluation unwind the

@@ -32,6 +32,11 @@ def is_enabled() -> bool:
 def _backend() -> str: ...
 def _foreign_frame_hook() -> str:
     """The PEP 523 function another tool installed (described), or '' when none is."""
+def _set_stack_segment_budget(bytes: int) -> int:
+    """Sets how much C stack (bytes, per thread) the frame hook may add in segments for deep
+    recursion (0: none); returns the previous budget."""
+def _stack_segments_supported() -> bool:
+    """True when the frame hook can continue deep recursion on stack segments here."""
 def mark(name: str) -> None:
     """Records an instant event on the calling thread; no-op without a session."""
 
