@@ -14,7 +14,7 @@
 
 namespace framescope::py {
 
-thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, 0, nullptr, 0, 0};
+thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, nullptr, 0, 0};
 EvalFrameFunction g_previous_eval = nullptr;
 
 namespace {
@@ -43,10 +43,9 @@ constexpr uint64_t kCheckRoom = 2 * kHardReserve;
 
 constexpr bool kTracerSwitchesOnDeepStacks = FS_PY311;
 
-// Sets the hook's view of the stack it runs on: usable [low, low + size).
-void set_stack_bounds(HookThread& h, uintptr_t low, uint64_t size) {
+// Sets the hook's view of the stack it runs on, whose lowest usable address is `low`.
+void set_stack_bounds(HookThread& h, uintptr_t low) {
   h.stack_low = low;
-  h.stack_size = size;
   h.stack_check_below = low + kCheckRoom;
 }
 
@@ -64,11 +63,10 @@ void learn_stack(HookThread& h) {
   if (!addr || size < 4 * kHardReserve) {
     // Unknown or tiny stack: never take the slow path again (CPython's own limits apply).
     h.stack_low = 0;
-    h.stack_size = 0;
     h.stack_check_below = 0;
     return;
   }
-  set_stack_bounds(h, reinterpret_cast<uintptr_t>(addr), size);
+  set_stack_bounds(h, reinterpret_cast<uintptr_t>(addr));
 }
 
 // True when `here` lies below the thread's check line (so the stack is deep), learning the
@@ -139,9 +137,8 @@ void run_segment_call(void* p) {
 PyObject* eval_on_segment(PyThreadState* ts, FsFrame* frame, int throwflag, HookThread& h,
                           const internal::StackSegment& segment) {
   const uintptr_t saved_low = h.stack_low;
-  const uint64_t saved_size = h.stack_size;
   const uintptr_t saved_check = h.stack_check_below;
-  set_stack_bounds(h, segment.low, segment.high - segment.low);
+  set_stack_bounds(h, segment.low);
   ++h.stack_segment_level;
   SegmentCall call{ts, frame, throwflag, nullptr};
   internal::call_on_stack_segment(segment, run_segment_call, &call);
@@ -149,7 +146,6 @@ PyObject* eval_on_segment(PyThreadState* ts, FsFrame* frame, int throwflag, Hook
   // Keep the segment just left for the next time the recursion goes this deep; drop deeper ones.
   internal::release_stack_segments_above(h.stack_segment_level);
   h.stack_low = saved_low;
-  h.stack_size = saved_size;
   h.stack_check_below = saved_check;
   return call.result;
 }

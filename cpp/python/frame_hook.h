@@ -27,7 +27,6 @@ struct HookThread {
   /// space, so a thread's first frame takes it and learns the real bounds.
   uintptr_t stack_check_below;
   uintptr_t stack_low;  ///< lowest usable address of this thread's stack (0: unknown)
-  uint64_t stack_size;
   const void* last_anchor;  ///< tracer: pre-existing frame of the last depth-0 call
   int depth;                ///< tracer: hook frames open on this thread
   /// Stack segments (cpp/core/stack_segments.h) this thread runs on now, 0 on its own stack.
