@@ -44,20 +44,15 @@ except RecursionError as e:
 
 # The issue's bar: rec(50000) under sys.setrecursionlimit(60000), traced. Plain 3.11+ runs it;
 # plain 3.10 recurses in C for every Python call and overflows an 8 MiB stack (a segfault)
-# somewhere past 20,000 levels. The frame hook runs it on every version (on stack segments once
-# the thread's stack is nearly used up). The 3.10 setprofile backend has no hook to move the
-# stack with: it stops with RecursionError before the stack ends, so it is tested at a depth
-# plain 3.10 runs.
+# somewhere past 20,000 levels. framescope runs it on every version, with either backend: the
+# frame hook moves onto stack segments once the thread's stack is nearly used up (on 3.10 the
+# fallback backend keeps the hook installed for that alone).
 DEEP_N = 50_000
-
-
-def deep_n(backend: str) -> int:
-    return DEEP_N if backend == "frame_hook" or sys.version_info >= (3, 11) else 12_000
 
 
 @pytest.mark.parametrize("backend", ["frame_hook", "fallback"])
 def test_deep_recursion_runs_as_plain_python(backend: str) -> None:
-    n = deep_n(backend)
+    n = DEEP_N
     out = run_python(DEEP, str(n), backend)
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"result {n}" in out.stdout, out.stdout + out.stderr[-3000:]
@@ -67,13 +62,16 @@ def test_deep_recursion_runs_as_plain_python(backend: str) -> None:
         assert "switched from the frame hook" not in out.stderr
 
 
-def test_deep_recursion_beyond_the_segment_budget() -> None:
+@pytest.mark.parametrize("backend", ["frame_hook", "fallback"])
+def test_deep_recursion_beyond_the_segment_budget(backend: str) -> None:
     """Without stack segments: 3.11+ hands new frames to the fallback backend (calls are
     inlined again) and says so; 3.10 raises RecursionError before the C stack ends, never a
     crash (plain 3.10 segfaults at this depth)."""
-    out = run_python(DEEP, str(DEEP_N), "frame_hook", "0")
+    out = run_python(DEEP, str(DEEP_N), backend, "0")
     assert out.returncode == 0, out.stderr[-3000:]
-    if sys.version_info >= (3, 11):
+    if backend == "fallback" and sys.version_info >= (3, 11):
+        assert f"result {DEEP_N}" in out.stdout, out.stdout + out.stderr[-3000:]
+    elif sys.version_info >= (3, 11):
         assert f"result {DEEP_N}" in out.stdout, out.stdout + out.stderr[-3000:]
         assert "backend frame_hook->" in out.stdout
         assert "switched from the frame hook" in out.stderr

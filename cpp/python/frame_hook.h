@@ -15,6 +15,9 @@ namespace framescope::py {
 enum HookUser : unsigned {
   kHookUserTracer = 1u << 0,
   kHookUserEvalApi = 1u << 1,
+  /// 3.10 fallback backend: the hook records nothing, it only moves deep recursion onto stack
+  /// segments (3.10 recurses in C for every Python call, hook or not).
+  kHookUserStackGuard = 1u << 2,
 };
 
 /// Per-thread state read by the hook on every frame. Trivially constructible so that it lives
@@ -26,7 +29,7 @@ struct HookThread {
   /// Below this stack address the hook takes its slow path. Starts at the top of the address
   /// space, so a thread's first frame takes it and learns the real bounds.
   uintptr_t stack_check_below;
-  uintptr_t stack_low;  ///< lowest usable address of this thread's stack (0: unknown)
+  uintptr_t stack_low;      ///< lowest usable address of this thread's stack (0: unknown)
   const void* last_anchor;  ///< tracer: pre-existing frame of the last depth-0 call
   int depth;                ///< tracer: hook frames open on this thread
   /// Stack segments (cpp/core/stack_segments.h) this thread runs on now, 0 on its own stack.

@@ -267,6 +267,11 @@ bool tracer_start(const TracerOptions& options, PyObject* current_frames) {
       return false;
     }
     g_session->fallback_running = true;
+    // 3.10 recurses in C for every Python call, hook or not, so a deep recursion that plain
+    // 3.10 survives could run out of stack with the profile function's frames added. The hook,
+    // recording nothing, moves such recursion onto stack segments as it does for the frame-hook
+    // backend; not when another tool owns the hook (often the reason for the fallback).
+    if (!FS_PY311 && foreign_frame_hook().empty()) hook_acquire(kHookUserStackGuard);
   }
   g_session->backend = backend_name(options.backend);
   return true;
@@ -309,6 +314,7 @@ void tracer_stop() {
     g_session->fallback_running = false;
   }
   hook_release(kHookUserTracer);
+  hook_release(kHookUserStackGuard);
   g_tracer.backend = TracerBackend::kNone;
 }
 
