@@ -80,6 +80,39 @@ def test_deep_recursion_beyond_the_segment_budget(backend: str) -> None:
         assert "RecursionError" in out.stdout, out.stdout + out.stderr[-3000:]
 
 
+GREENLET_DEEP = """
+import sys, greenlet, framescope
+sys.setrecursionlimit(60000)
+N = int(sys.argv[1])
+main = greenlet.getcurrent()
+def other():
+    while True:
+        main.switch("switched")
+g = greenlet.greenlet(other)
+g.switch()  # started near the top of the thread's stack
+def rec(n):
+    return g.switch() if n == 0 else rec(n - 1)
+with framescope.profile() as prof:
+    r = rec(N)
+print(r, prof.backend)
+"""
+
+
+def test_deep_recursion_with_greenlet_switches() -> None:
+    """greenlet copies stack regions between addresses of one contiguous stack: a switch from
+    a stack segment aborts the process. Once greenlet is imported the hook uses no segments and
+    keeps its earlier limits (3.11+: the fallback backend at half the stack)."""
+    pytest.importorskip("greenlet")
+    n = 40_000 if sys.version_info >= (3, 11) else 10_000
+    out = run_python(GREENLET_DEEP, str(n))
+    assert out.returncode == 0, out.stderr[-3000:]
+    first = out.stdout.split("\n")[0]
+    if sys.version_info >= (3, 11):
+        assert first == "switched frame_hook->" + ("sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"), out.stdout
+    else:
+        assert first == "switched frame_hook", out.stdout
+
+
 def test_deep_recursion_on_a_thread() -> None:
     """Threads get their own segments (a thread's stack is smaller than the main thread's)."""
     code = """

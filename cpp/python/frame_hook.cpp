@@ -31,27 +31,50 @@ constexpr uint64_t kHardReserve = 256 * 1024;
 
 // Deep stacks. With a frame hook installed every Python->Python call recurses in C (on 3.10 it
 // always does), so a recursion that plain Python runs would exhaust the C stack. A frame that
-// starts with less than kCheckRoom left (on the thread's own stack or on a segment) takes the
-// slow path, which, in this order:
-//  1. continues on a fresh stack segment (cpp/core/stack_segments.h), up to the per-thread
-//     budget: the program runs as it does without framescope, on every version, and the tracer
-//     keeps its backend;
+// starts below the thread's check line takes the slow path, which, in this order:
+//  1. continues on a fresh stack segment (cpp/core/stack_segments.h) once less than kCheckRoom
+//     is left, up to the per-thread budget: the program runs as it does without framescope, on
+//     every version, and the tracer keeps its backend;
 //  2. on 3.11+, when the tracer is the hook's only user, hands new frames to the fallback
-//     backend, whose calls the interpreter inlines again (no C stack per Python call);
+//     backend, whose calls the interpreter inlines again (no C stack per Python call), at half
+//     the thread's stack, so that C recursion below the Python frames keeps room;
 //  3. refuses frames within kHardReserve of the end with RecursionError (never a crash).
+// The check line starts where step 2 would act; the first frame past it lowers it to kCheckRoom
+// while segments are usable.
 constexpr uint64_t kCheckRoom = 2 * kHardReserve;
 
 constexpr bool kTracerSwitchesOnDeepStacks = FS_PY311;
 
+// Where the check line starts on a thread's own stack of `size` bytes: half the stack, leaving at
+// least 1 MiB, on 3.11+ (see step 2); kCheckRoom on 3.10, where every Python call recurses in C
+// with or without a hook, so switching backends would not save stack.
+uint64_t initial_check_room(uint64_t size) {
+  if (!kTracerSwitchesOnDeepStacks) return kCheckRoom;
+  const uint64_t leave = uint64_t(1) << 20;
+  return size / 2 > leave ? size / 2 : leave;
+}
+
+// Segments can be used now. Not once greenlet is imported: it switches between greenlets by
+// copying the stack between a greenlet's start and stop addresses, assuming one contiguous stack
+// per thread, and aborts ("slp_switch failed") when a switch spans a segment and the thread's
+// stack. Needs the GIL.
+bool segments_usable() {
+  if (!internal::stack_segments_supported() || internal::stack_segment_budget() == 0) {
+    return false;
+  }
+  PyObject* modules = PyImport_GetModuleDict();  // borrowed
+  return !modules || !PyDict_GetItemString(modules, "greenlet");
+}
+
 // Sets the hook's view of the stack it runs on, whose lowest usable address is `low`.
-void set_stack_bounds(HookThread& h, uintptr_t low) {
+void set_stack_bounds(HookThread& h, uintptr_t low, uint64_t check_room) {
   h.stack_low = low;
-  h.stack_check_below = low + kCheckRoom;
+  h.stack_check_below = low + check_room;
 }
 
 // Computes this thread's stack bounds once. pthread_getattr_np reports the main thread's stack
 // from RLIMIT_STACK (it grows on demand up to that), other threads' from their attributes. The
-// slow path then runs only for frames within kCheckRoom of the end.
+// slow path then runs only for frames past the check line.
 void learn_stack(HookThread& h) {
   pthread_attr_t attr;
   void* addr = nullptr;
@@ -66,7 +89,7 @@ void learn_stack(HookThread& h) {
     h.stack_check_below = 0;
     return;
   }
-  set_stack_bounds(h, reinterpret_cast<uintptr_t>(addr));
+  set_stack_bounds(h, reinterpret_cast<uintptr_t>(addr), initial_check_room(size));
 }
 
 // True when `here` lies below the thread's check line (so the stack is deep), learning the
@@ -138,7 +161,7 @@ PyObject* eval_on_segment(PyThreadState* ts, FsFrame* frame, int throwflag, Hook
                           const internal::StackSegment& segment) {
   const uintptr_t saved_low = h.stack_low;
   const uintptr_t saved_check = h.stack_check_below;
-  set_stack_bounds(h, segment.low);
+  set_stack_bounds(h, segment.low, kCheckRoom);
   ++h.stack_segment_level;
   SegmentCall call{ts, frame, throwflag, nullptr};
   internal::call_on_stack_segment(segment, run_segment_call, &call);
@@ -157,12 +180,18 @@ FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int 
                                          uintptr_t here, PyObject** result) {
   HookThread& h = t_hook;
   if (!below_check_line(h, here)) return false;
-  internal::StackSegment segment;
-  if (internal::acquire_stack_segment(h.stack_segment_level, &segment)) {
-    *result = eval_on_segment(ts, frame, throwflag, h, segment);
-    return true;
-  }
   const uint64_t remaining = here - h.stack_low;
+  if (segments_usable()) {
+    if (remaining > kCheckRoom) {
+      h.stack_check_below = h.stack_low + kCheckRoom;  // segments take over near the end
+      return false;
+    }
+    internal::StackSegment segment;
+    if (internal::acquire_stack_segment(h.stack_segment_level, &segment)) {
+      *result = eval_on_segment(ts, frame, throwflag, h, segment);
+      return true;
+    }
+  }
   if (kTracerSwitchesOnDeepStacks && remaining > kHardReserve && g_tracer.hook_records_frames &&
       tracer_switch_to_fallback("deep recursion beyond the stack segment budget")) {
     return false;
