@@ -50,6 +50,14 @@ class Replayer {
     for (const auto& ae : raw_.async_ends) {
       if (ae.ticks <= raw_.stop_ticks) async_ends_[{ae.buffer_index, ae.begin_seq}] = ae.ticks;
     }
+    // Each event opens at most one TraceEvent, so this reserve is never exceeded: no copies of a
+    // growing array (millions of events at stop), and the pages of the part not used are never
+    // touched.
+    uint64_t upper_bound = 0;
+    for (const RawThread& t : raw_.threads) upper_bound += internal::count_events(t.data.events);
+    for (const InitialStack& is : raw_.initial_stacks) upper_bound += is.keys.size();
+    out_.events.reserve(size_t(upper_bound));
+    compact_symbols_.assign(raw_.compact_keys.size(), kNoSymbol);
     int64_t pid = getpid();
     for (const RawThread& t : raw_.threads) {
       ThreadInfo info;
@@ -149,9 +157,8 @@ class Replayer {
       break;
     }
     const auto& d = t.data;
-    auto py_call = [&](int64_t ts, uint64_t key) {
-      int64_t ev =
-          open_event(ts, symbol_for_key(key, true), EventCategory::kPythonFunction, thread, stack);
+    auto open_python = [&](int64_t ts, uint32_t symbol) {
+      int64_t ev = open_event(ts, symbol, EventCategory::kPythonFunction, thread, stack);
       stack.push_back({ev, 0, OpenKind::kPython, false, 0});
     };
     // A compact event (raw_event.h); false once it lies after the stop.
@@ -164,8 +171,12 @@ class Replayer {
       const int64_t ts = raw_.clock.to_ns(ticks);
       if (internal::compact_is_return(e)) {
         pop_kind(stack, OpenKind::kPython, ts);
-      } else if (internal::compact_index(e) < raw_.compact_keys.size()) {
-        py_call(ts, raw_.compact_keys[internal::compact_index(e)]);
+      } else if (const uint32_t index = internal::compact_index(e);
+                 index < compact_symbols_.size()) {
+        // Compact indices are dense: a vector lookup instead of hashing the key per call.
+        uint32_t& symbol = compact_symbols_[index];
+        if (symbol == kNoSymbol) symbol = symbol_for_key(raw_.compact_keys[index], true);
+        open_python(ts, symbol);
       }
       return true;
     };
@@ -229,7 +240,7 @@ class Replayer {
           }
           break;
         case EventKind::kPyCall:
-          py_call(ts, payload);
+          open_python(ts, symbol_for_key(payload, true));
           break;
         case EventKind::kBase:
           base_ticks = raw.ticks;
@@ -295,6 +306,8 @@ class Replayer {
   std::unordered_map<uint64_t, uint32_t> static_names_, python_keys_, c_keys_;
   std::unordered_map<std::pair<uint32_t, uint64_t>, uint64_t, PairHash> async_ends_;
   std::vector<bool> initial_stack_taken_;  // per raw_.initial_stacks entry
+  static constexpr uint32_t kNoSymbol = UINT32_MAX;
+  std::vector<uint32_t> compact_symbols_;  // symbol by compact index, kNoSymbol until resolved
 };
 
 }  // namespace
