@@ -80,6 +80,34 @@ def test_deep_recursion_beyond_the_segment_budget(backend: str) -> None:
         assert "RecursionError" in out.stdout, out.stdout + out.stderr[-3000:]
 
 
+def test_exception_from_deep_recursion_unwinds_across_segments() -> None:
+    """An exception raised 50,000 levels down (on a stack segment) reaches the top with its whole
+    traceback, and the segments are given back: a second deep recursion runs the same."""
+    code = """
+    import sys, traceback, framescope
+    sys.setrecursionlimit(60000)
+    def rec(n):
+        if n == 0:
+            raise ValueError("bottom")
+        return rec(n - 1)
+    with framescope.profile() as prof:
+        for attempt in range(2):
+            try:
+                rec(50000)
+            except ValueError as e:
+                print(attempt, e, len(traceback.extract_tb(e.__traceback__)))
+    calls = [e for e in prof.events() if e.name.endswith(": rec")]
+    print(len(calls), prof.backend)
+    """
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("\n")[:3] == [
+        "0 bottom 50002",
+        "1 bottom 50002",
+        "100002 frame_hook",
+    ], out.stdout
+
+
 GREENLET_DEEP = """
 import sys, greenlet, framescope
 sys.setrecursionlimit(60000)
