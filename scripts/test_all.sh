@@ -77,12 +77,13 @@ for py in "${pythons[@]}"; do
   version="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   step "Python $version ($py)"
   # greenlet: the deep-recursion test checks framescope's hook beside greenlet's stack switches.
-  deps=(pip nanobind scikit-build-core pytest ninja cmake greenlet)
+  base_deps=(pip nanobind scikit-build-core pytest ninja cmake greenlet)
+  deps=("${base_deps[@]}")
   # torch is installed where a local CPU wheel exists (3.11 here): the seed 001 test uses it.
   [ "$version" = 3.11 ] && deps+=("torch==2.13.0")
   if ! "$py" -m pip install -q --disable-pip-version-check -U "${deps[@]}" >/dev/null; then
     echo "pip install of the test dependencies failed for $version; retrying without torch"
-    "$py" -m pip install -q --disable-pip-version-check -U pip nanobind scikit-build-core pytest ninja cmake greenlet >/dev/null || status=1
+    "$py" -m pip install -q --disable-pip-version-check -U "${base_deps[@]}" >/dev/null || status=1
   fi
   if ! "$py" -m pip install -q --disable-pip-version-check --no-build-isolation . \
        -Cbuild-dir="build-py$version" >/dev/null; then

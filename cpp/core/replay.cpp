@@ -53,8 +53,10 @@ class Replayer {
     // Each event opens at most one TraceEvent, so this reserve is never exceeded: no copies of a
     // growing array (millions of events at stop), and the pages of the part not used are never
     // touched.
-    uint64_t upper_bound = 0;
-    for (const RawThread& t : raw_.threads) upper_bound += internal::count_events(t.data.events);
+    for (const RawThread& t : raw_.threads) {
+      out_.recorded_events += internal::count_events(t.data.events);
+    }
+    uint64_t upper_bound = out_.recorded_events;
     for (const InitialStack& is : raw_.initial_stacks) upper_bound += is.keys.size();
     out_.events.reserve(size_t(upper_bound));
     compact_symbols_.assign(raw_.compact_keys.size(), kNoSymbol);
@@ -67,7 +69,6 @@ class Replayer {
       info.logical_tid = t.logical_tid;
       out_.threads.push_back(info);
       out_.dropped_events += t.data.dropped;
-      out_.recorded_events += internal::count_events(t.data.events);
       replay_thread(t, uint32_t(out_.threads.size() - 1));
     }
   }

@@ -132,14 +132,21 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   return result;
 }
 
+// The frame as the interpreter would run it without the eval_frame API: recorded when the
+// tracer records, then chained (run_frame() and dispatch_frame() share it).
+FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                                   HookThread& h) {
+  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) return traced_eval(ts, frame, throwflag, h);
+  return chain(ts, frame, throwflag);
+}
+
 // What the hook does with a frame once the stack has room: the eval_frame API's interception,
 // the tracer's recording, or a plain chain. Inlined into the hook so that a traced call costs
 // one C frame.
 FRAMESCOPE_ALWAYS_INLINE PyObject* dispatch_frame(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                   HookThread& h) {
   if (FRAMESCOPE_UNLIKELY(h.eval_callback != nullptr)) return eval_api_frame(ts, frame, throwflag);
-  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) return traced_eval(ts, frame, throwflag, h);
-  return chain(ts, frame, throwflag);
+  return record_or_chain(ts, frame, throwflag, h);
 }
 
 struct SegmentCall {
@@ -243,10 +250,7 @@ bool c_stack_nearly_exhausted() {
 }
 
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
-  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) {
-    return traced_eval(ts, frame, throwflag, t_hook);
-  }
-  return chain(ts, frame, throwflag);
+  return record_or_chain(ts, frame, throwflag, t_hook);
 }
 
 PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {
