@@ -3,7 +3,7 @@
 #
 # Native GoogleTest suite (plain, ASan+UBSan, TSan), then pytest on every CPython 3.10-3.13 that
 # pyenv has (or on `python3` alone when there is no pyenv). Installs apt packages when run as
-# root and they are missing, and pip packages into each Python. Ends with the last pytest run's
+# root and they are missing, and pip packages into one virtual environment per Python. Ends with the last pytest run's
 # summary line; exits non-zero if any suite failed.
 #
 # Environment: FRAMESCOPE_PYTHONS="/path/python ..." to choose interpreters,
@@ -47,8 +47,6 @@ fi
 
 # ---- native tests ---------------------------------------------------------------------------
 step "native tests (GoogleTest)"
-native_py="${pythons[0]}"
-"$native_py" -m pip install -q --disable-pip-version-check cmake ninja >/dev/null 2>&1 || true
 if cmake -S . -B build-native -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DFRAMESCOPE_BUILD_PYTHON=OFF -DFRAMESCOPE_BUILD_TESTS=ON >/dev/null &&
    ninja -C build-native >/dev/null; then
@@ -72,24 +70,23 @@ if [ "${FRAMESCOPE_SKIP_SANITIZERS:-0}" != 1 ]; then
 fi
 
 # ---- Python tests, per interpreter ----------------------------------------------------------
+# Each Python gets its own virtual environment (.venvs/pyX.Y, scripts/dev_env.sh): the tests and
+# what they need are installed there, never into the base interpreters.
 last_summary=""
-for py in "${pythons[@]}"; do
-  version="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-  step "Python $version ($py)"
-  # greenlet: the deep-recursion test checks framescope's hook beside greenlet's stack switches.
-  base_deps=(pip nanobind scikit-build-core pytest ninja cmake greenlet)
-  deps=("${base_deps[@]}")
-  # torch is installed where a local CPU wheel exists (3.11 here): the seed 001 test uses it.
-  [ "$version" = 3.11 ] && deps+=("torch==2.13.0")
-  if ! "$py" -m pip install -q --disable-pip-version-check -U "${deps[@]}" >/dev/null; then
-    echo "pip install of the test dependencies failed for $version; retrying without torch"
-    "$py" -m pip install -q --disable-pip-version-check -U "${base_deps[@]}" >/dev/null || status=1
-  fi
-  if ! "$py" -m pip install -q --disable-pip-version-check --no-build-isolation . \
-       -Cbuild-dir="build-py$version" >/dev/null; then
-    recap+=("python $version: INSTALL FAILED"); status=1; continue
+for base_py in "${pythons[@]}"; do
+  version="$("$base_py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  step "Python $version ($base_py)"
+  # torch where a local CPU wheel exists (3.11 here): the torch integration tests use it.
+  extra=()
+  [ "$version" = 3.11 ] && extra+=("torch==2.13.0")
+  if ! py="$(scripts/dev_env.sh "$base_py" "${extra[@]}" | tail -1)"; then
+    echo "installing into the $version venv failed; retrying without torch"
+    if ! py="$(scripts/dev_env.sh "$base_py" | tail -1)"; then
+      recap+=("python $version: INSTALL FAILED"); status=1; continue
+    fi
   fi
   log="build-py$version/pytest.log"
+  mkdir -p "build-py$version"
   "$py" -m pytest tests -q -p no:cacheprovider 2>&1 | tee "$log" | tail -15
   rc="${PIPESTATUS[0]}"
   last_summary="$(tail -1 "$log")"
