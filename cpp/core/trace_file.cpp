@@ -448,10 +448,10 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
     std::memcpy(&aux, bytes.data() + pos + 4, 4);
     std::memcpy(&length, bytes.data() + pos + 8, 8);
     pos += 16;
-    if (length > bytes.size() - pos) fail("truncated record");
-    const std::string_view payload = bytes.substr(pos, length);
     const uint64_t padded = length + (16 - length % 16) % 16;
-    pos = padded > bytes.size() - pos ? bytes.size() : pos + padded;
+    if (length > bytes.size() - pos || padded > bytes.size() - pos) fail("truncated record");
+    const std::string_view payload = bytes.substr(pos, length);
+    pos += padded;
     switch (RecordType(type)) {
       case RecordType::kPart: {
         if (part) fail("part without tables");

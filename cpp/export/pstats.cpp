@@ -37,7 +37,7 @@ struct Counts {
 class PstatsVisitor final : public TraceVisitor {
  public:
   void begin_trace(const TraceView& v) override {
-    view_ = &v;
+    symbols_ = &v.symbols;  // the source's table: outlives the visit (the view does not)
     entries_.assign(v.symbols.size(), Counts{});
   }
   void begin_thread(uint32_t) override { stack_.clear(); }
@@ -89,7 +89,7 @@ class PstatsVisitor final : public TraceVisitor {
     std::vector<Row> rows;
     for (size_t sym = 0; sym < entries_.size(); ++sym) {
       if (!entries_[sym].calls) continue;
-      std::string key = marshal_key(view_->symbols[sym]);
+      std::string key = marshal_key((*symbols_)[sym]);
       auto it = by_key.find(key);
       if (it == by_key.end()) {
         it = by_key.emplace(key, rows.size()).first;
@@ -208,7 +208,7 @@ class PstatsVisitor final : public TraceVisitor {
     return k;
   }
 
-  const TraceView* view_ = nullptr;
+  const std::vector<Symbol>* symbols_ = nullptr;
   std::vector<Counts> entries_;
   std::unordered_map<uint64_t, Counts> edges_;
   std::vector<Ctx> stack_;

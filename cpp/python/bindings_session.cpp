@@ -125,7 +125,17 @@ void bind_session(nb::module_& m) {
   m.def("_foreign_frame_hook", &foreign_frame_hook,
         "The PEP 523 function another tool installed (described), or '' when none is.");
   m.def(
-      "mark", [](const std::string& name) { framescope::mark(name); }, "name"_a,
+      "mark",
+      [](nb::handle name) {
+        if (!PyUnicode_Check(name.ptr())) throw nb::type_error("mark(name): name must be a str");
+        // surrogatepass: a name with a lone surrogate is kept (readers show U+FFFD), not refused
+        PyObject* b = PyUnicode_AsEncodedString(name.ptr(), "utf-8", "surrogatepass");  // new
+        if (!b) throw nb::python_error();
+        const std::string text(PyBytes_AS_STRING(b), size_t(PyBytes_GET_SIZE(b)));
+        Py_DECREF(b);
+        framescope::mark(text);
+      },
+      "name"_a,
       "Record an instant event (a mark) on the calling thread; no-op without a session.");
   m.def(
       "record_memory",
