@@ -209,7 +209,7 @@ namespace {
 
 class TraceBuilder final : public TraceVisitor {
  public:
-  explicit TraceBuilder(Trace& out) : out_(out) {}
+  TraceBuilder(Trace& out, uint64_t count) : out_(out), count_(count) {}
   void begin_trace(const TraceView& view) override {
     for (const Symbol& s : view.symbols) out_.intern(s);
     out_.threads = view.threads;
@@ -219,9 +219,7 @@ class TraceBuilder final : public TraceVisitor {
     out_.stop_ns = view.stop_ns;
     out_.dropped_events = view.dropped_events;
     out_.recorded_events = view.recorded_events;
-    // Each recorded event opens at most one event: never exceeded but by frames running at
-    // start, so no copies of a growing array; pages of the unused part are never touched.
-    out_.events.reserve(size_t(view.recorded_events) + 1024);
+    out_.events.reserve(size_t(count_));  // exact: no copies of a growing array
   }
   void slice_begin(const Slice& s) override { add(s); }
   void slice_end(const Slice& s) override {
@@ -251,6 +249,7 @@ class TraceBuilder final : public TraceVisitor {
     out_.events.push_back(e);
   }
   Trace& out_;
+  uint64_t count_;
 };
 
 // Saturating arithmetic: stats over hand-made or loaded traces must not overflow.
@@ -335,7 +334,7 @@ class StatsVisitor final : public TraceVisitor {
 
 Trace materialize(const TraceSource& source) {
   Trace out;
-  TraceBuilder b(out);
+  TraceBuilder b(out, source.event_count());
   source.visit(b);
   return out;
 }

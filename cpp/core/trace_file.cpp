@@ -390,7 +390,20 @@ void read_tables(std::string_view payload, TracePart& part,
   }
   n = r.count(8);
   for (uint64_t i = 0; i < n; ++i) part.warnings.push_back(r.str());
-  part.recorded_events = r.pod<uint64_t>();
+  r.pod<uint64_t>();  // recorded events as written: recounted from the slots instead
+  part.recorded_events = 0;
+  for (const PartThread& th : part.threads) {
+    for (const SlotRun& run : th.runs) {
+      for (uint64_t k = 0; k < run.count; ++k) {
+        const RawEvent& e = run.slots[k];
+        if (is_compact_pair(e.word)) {
+          part.recorded_events += e.ticks != 0 ? 2 : 1;
+        } else if (kind_of(e.word) != EventKind::kPadding && kind_of(e.word) != EventKind::kBase) {
+          ++part.recorded_events;
+        }
+      }
+    }
+  }
   part.dropped_events = r.pod<uint64_t>();
   if (!r.done()) fail("trailing bytes in tables");
 }
