@@ -36,6 +36,16 @@ constexpr uint32_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3, kCounter = 4;
 constexpr uint32_t kClockBoottime = 6, kClockIncremental = 64;
 constexpr uint32_t kIncrementalStateCleared = 1, kNeedsIncrementalState = 2;
 
+// A varint at `p`; returns the end.
+inline char* put_varint(char* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = char(uint8_t(v) | 0x80);
+    v >>= 7;
+  }
+  *p++ = char(v);
+  return p;
+}
+
 // Protobuf wire encoding into a std::string.
 struct Pb {
   std::string& b;
@@ -245,6 +255,46 @@ class PerfettoWriter final : public TraceVisitor {
     const bool need_name = begins && interned_gen_[s.symbol] != gen_;
     const bool need_cat = begins && !(categories_interned_ & (1u << cat));
     const bool need_loc = has_location && loc_gen_[s.symbol] != gen_;
+    if (!(need_name || need_cat || need_loc) && !(type == kSliceBegin && s.detail != UINT32_MAX)) {
+      // Hot path: at most ~45 bytes, so every length fits one byte; no temporaries.
+      char buf[64];
+      char* p = buf + 2;
+      if (ts >= last_ts_) {
+        *p++ = char(kPacketTimestamp << 3);
+        p = put_varint(p, uint64_t(ts - last_ts_));
+        last_ts_ = ts;
+      } else {
+        *p++ = char(kPacketTimestamp << 3);
+        p = put_varint(p, uint64_t(ts));
+        p = put_varint(p, uint64_t(kPacketClockId) << 3);
+        *p++ = char(kClockBoottime);
+      }
+      *p++ = char((kPacketTrackEvent << 3) | 2);
+      char* te_len = p++;
+      char* te = p;
+      if (begins) {
+        *p++ = char(kEvCategoryIids << 3);
+        p = put_varint(p, cat);
+      }
+      *p++ = char(kEvType << 3);
+      *p++ = char(type);
+      if (begins) {
+        *p++ = char(kEvNameIid << 3);
+        p = put_varint(p, uint64_t(s.symbol) + 1);
+      }
+      if (has_location) {
+        p = put_varint(p, uint64_t(kEvSourceLocIid) << 3);
+        p = put_varint(p, uint64_t(s.symbol) + 1);
+      }
+      *te_len = char(p - te);
+      *p++ = char(kPacketSeqId << 3);
+      p = put_varint(p, seq_);
+      buf[0] = char((1 << 3) | 2);  // Trace.packet
+      buf[1] = char(p - (buf + 2));
+      b.append(buf, size_t(p - buf));
+      out_.maybe_flush();
+      return;
+    }
     std::string interned;
     if (need_name || need_cat || need_loc) {
       Pb ip{interned};
