@@ -269,7 +269,7 @@ class profile:
         """Writes a cProfile-compatible stats file (``pstats.Stats(path)`` loads it)."""
         self.export(path, format="pstats")
 
-    def export(self, path: str | os.PathLike[str], format: ExportFormat | None = None) -> None:
+    def export(self, path: str | os.PathLike[str], format: ExportFormat | str | None = None) -> None:
         """Writes the trace to ``path``, in ``format`` or else the one its extension names:
         ``.json`` (Chrome JSON), ``.pftrace`` (Perfetto protobuf), ``.speedscope.json``,
         ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
