@@ -11,7 +11,7 @@ import os
 from framescope._core import is_enabled, mark, record_function, record_memory
 from framescope import eval_frame
 from framescope.events import Event, EventList, MemoryEvent
-from framescope.profiler import label_calls, profile
+from framescope.profiler import label_calls, load, profile
 
 __all__ = [
     "Event",
@@ -20,6 +20,7 @@ __all__ = [
     "get_include",
     "is_enabled",
     "label_calls",
+    "load",
     "MemoryEvent",
     "mark",
     "profile",

@@ -14,6 +14,7 @@ import types
 import zipfile
 from typing import Sequence
 
+from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
 from framescope.profiler import profile
 
 
@@ -29,10 +30,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run a script or module under the profiler, write a trace, print a summary",
         usage="framescope run [options] (script.py | -m module) [args ...]",
     )
-    run.add_argument("-o", "--output", default="framescope.trace.json",
-                     help="trace file to write (default: %(default)s)")
-    run.add_argument("-f", "--format", choices=["chrome", "pstats"], default="chrome",
-                     help="trace format: Chrome JSON (Perfetto UI) or cProfile pstats")
+    run.add_argument("-o", "--output", default=None,
+                     help="trace file to write; its extension picks the format (.json, .json.gz, "
+                          ".pftrace, .speedscope.json, .collapsed, .prof, .fstrace; default: "
+                          "framescope.trace + the format's extension)")
+    run.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
+                     help="trace format (default: from -o's extension, else chrome)")
     run.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script")
     run.add_argument("--c-calls", action="store_true", help="also record builtins")
     run.add_argument("--backend", default="auto",
@@ -44,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="summary order (default: self time)")
     run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
+    add_trace_commands(sub)
     return parser
 
 
@@ -111,6 +115,11 @@ def run(opts: argparse.Namespace) -> int:
         sys.argv = list(args)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
 
+    try:
+        output, output_format = resolve_output(opts.output, opts.format)
+    except ValueError as exc:
+        print(f"framescope run: {exc}", file=sys.stderr)
+        return 2
     prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
                    memory_limit=opts.memory_limit)
     code = 0
@@ -131,13 +140,10 @@ def run(opts: argparse.Namespace) -> int:
     finally:
         prof.stop()
         sys.stdout.flush()
-        if opts.format == "pstats":
-            prof.export_pstats(opts.output)
-        else:
-            prof.export_chrome_trace(opts.output)
+        prof.export(output, format=output_format)
         if opts.limit > 0:
             print(prof.summary(limit=opts.limit, sort_by=opts.sort), file=sys.stderr)
-        print(f"framescope: trace written to {opts.output} (backend: {prof.backend})",
+        print(f"framescope: trace written to {output} (backend: {prof.backend})",
               file=sys.stderr)
     return code
 
@@ -146,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = _parser().parse_args(argv)
     if opts.command == "run":
         return run(opts)
-    return 2
+    return run_trace_command(opts)
 
 
 if __name__ == "__main__":
