@@ -136,6 +136,9 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
     pt.info.os_tid = t.os_tid;
     pt.info.pthread_id = t.pthread_id;
     pt.info.logical_tid = t.logical_tid;
+    for (const CpuReading& c : t.cpu) {
+      pt.info.cpu_samples.push_back({raw.clock.to_ns(c.ticks), c.cpu_ns});
+    }
     for (const auto& [ident, name] : names) {
       if (ident == t.os_tid) pt.info.name = name;
     }

@@ -28,10 +28,13 @@ uint64_t g_last_epoch = 0;
 // Owns the calling thread's buffer. Unlike t_slot it has a destructor, so it is touched only on
 // the slow path; at thread exit it drops the thread's reference, and the session (if still
 // running) keeps the buffer and its events.
+void note_thread_exit(const ThreadBuffer& buffer) noexcept;
+
 struct ThreadOwner {
   std::shared_ptr<ThreadBuffer> buffer;
   ~ThreadOwner() {
     t_slot = {nullptr, ~uint64_t(0)};
+    if (buffer) note_thread_exit(*buffer);
     buffer.reset();
   }
 };
@@ -61,6 +64,7 @@ std::shared_ptr<ThreadBuffer> Session::create_buffer() {
   buffer->record_shapes = config.record_shapes;
   buffer->profile_memory = config.profile_memory;
   buffers.push_back(buffer);
+  if (cpu_sampler) cpu_sampler->thread_started(buffer->index());
   return buffer;
 }
 
@@ -138,6 +142,16 @@ ThreadBuffer* attach_current_thread() noexcept {
   return t_owner.buffer.get();
 }
 
+namespace {
+// The exiting thread's last CPU reading, while its clock can still be read.
+void note_thread_exit(const ThreadBuffer& buffer) noexcept {
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  if (!g_session || g_session->epoch != buffer.epoch || !g_session->cpu_sampler) return;
+  std::lock_guard<std::mutex> session_lock(g_session->mutex);
+  if (!g_session->stopped) g_session->cpu_sampler->thread_exiting(buffer.index());
+}
+}  // namespace
+
 void add_initial_stack(InitialStack stack) {
   std::lock_guard<std::mutex> lock(g_session_mutex);
   if (!g_session) return;
@@ -186,6 +200,15 @@ void enable_profiler(const SessionConfig& config) {
     auto session = std::make_shared<internal::Session>(config, epoch);
     session->clock = ClockConverter::start();
     session->start_ticks = now_ticks();
+    if (config.cpu_sample_period_ns > 0) {
+      session->cpu_sampler =
+          std::make_unique<internal::CpuSampler>(session.get(), config.cpu_sample_period_ns);
+      if (!session->cpu_sampler->start()) {
+        session->cpu_sampler.reset();
+        session->add_warning("framescope: could not start the CPU time sampler thread; the "
+                             "trace has no CPU times");
+      }
+    }
     g_session = session;
     g_session_epoch.store(epoch, std::memory_order_release);
     internal::g_range_consumers.fetch_add(1, std::memory_order_relaxed);
@@ -226,6 +249,8 @@ RawTracePtr disable_profiler() {
     ThreadLocalDebugInfo::pop(DebugInfoKind::kProfilerState);
   }
   session->clock.finish();
+  // Joined before the session's mutex is taken below (each reading takes it).
+  if (session->cpu_sampler) session->cpu_sampler->stop();
 
   RawTracePtr raw(new RawTrace());
   raw->config = session->config;
@@ -241,6 +266,10 @@ RawTracePtr disable_profiler() {
     t.os_tid = buffer->os_tid;
     t.pthread_id = buffer->pthread_id;
     t.logical_tid = buffer->logical_tid;
+    if (session->cpu_sampler) {
+      session->cpu_sampler->read_thread(buffer->index(), buffer->os_tid);
+      t.cpu = session->cpu_sampler->readings(buffer->index());
+    }
     buffer->detach(buffer.get() == internal::t_slot.buffer);
     raw->threads.push_back(std::move(t));
   }

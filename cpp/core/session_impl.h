@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_sampler.h"
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
 #include "framescope/session.h"
@@ -50,6 +51,9 @@ class Session {
   std::vector<InitialStack> initial_stacks;
   std::vector<AsyncEnd> async_ends;
   std::vector<uint64_t> compact_keys;  // index of a compact call -> its Python key
+  // CPU clock readings of the threads (null without cpu_sample_period_ns); its tracks are
+  // guarded by `mutex`.
+  std::unique_ptr<CpuSampler> cpu_sampler;
   // Own (leaf) mutex: warnings are added while a ThreadBuffer's mutex is held (memory limit),
   // and disable_profiler() takes buffer mutexes while holding `mutex`.
   std::mutex warnings_mutex;
@@ -70,6 +74,7 @@ struct RawThread {
   uint64_t os_tid = 0;
   uint64_t pthread_id = 0;
   uint64_t logical_tid = 0;
+  std::vector<internal::CpuReading> cpu;  // CPU clock readings (empty without sampling)
 };
 
 struct RawTrace {

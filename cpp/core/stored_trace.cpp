@@ -71,7 +71,10 @@ void StoredTrace::add_part(std::shared_ptr<const internal::TracePart> part, int6
   ref.detail_base = uint32_t(details_.size());
   ref.symbol_map.reserve(part->symbols.size());
   for (const Symbol& s : part->symbols) ref.symbol_map.push_back(intern(s));
-  for (const internal::PartThread& t : part->threads) threads_.push_back(t.info);
+  for (const internal::PartThread& t : part->threads) {
+    threads_.push_back(t.info);
+    for (CpuSample& c : threads_.back().cpu_samples) c.time_ns += offset_ns;
+  }
   details_.insert(details_.end(), part->details.begin(), part->details.end());
   warnings_.insert(warnings_.end(), part->warnings.begin(), part->warnings.end());
   const int64_t start = part->start_ns() + offset_ns;

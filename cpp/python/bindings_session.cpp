@@ -34,8 +34,10 @@ TracerBackend parse_backend(const std::string& name) {
 void start_session(bool record_shapes, bool profile_memory, bool with_flops,
                    const std::string& backend, bool c_calls,
                    const std::vector<std::string>& prune_prefixes, nb::handle current_frames,
-                   size_t memory_limit, bool keep_newest, bool propagated_only) {
+                   size_t memory_limit, bool keep_newest, bool propagated_only,
+                   int64_t cpu_sample_period_ns) {
   SessionConfig config;
+  config.cpu_sample_period_ns = cpu_sample_period_ns;
   config.record_shapes = record_shapes;
   config.profile_memory = profile_memory;
   config.with_flops = with_flops;
@@ -118,7 +120,7 @@ PyTrace stop_session(nb::handle thread_names) {
 void bind_session(nb::module_& m) {
   m.def("_start", &start_session, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
         "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
-        "keep_newest"_a, "propagated_only"_a = false);
+        "keep_newest"_a, "propagated_only"_a = false, "cpu_sample_period_ns"_a = 0);
   m.def("_stop", &stop_session, "thread_names"_a.none());
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def("_backend", &tracer_backend_description);

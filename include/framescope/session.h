@@ -41,6 +41,9 @@ struct SessionConfig {
   size_t memory_limit_bytes = size_t(1) << 30;  ///< across all threads; >= one chunk per thread
   size_t prefault_bytes = size_t(8) << 20;      ///< chunks faulted in at start, then reused
   bool start_stop_marks = true;                 ///< record "__start_profile"/"__stop_profile" marks
+  /// Read every recording thread's CPU clock this often from a thread of the session's own
+  /// (ThreadInfo::cpu_samples); 0: no CPU time. The recording threads pay nothing for it.
+  int64_t cpu_sample_period_ns = 0;
 };
 
 /// Per-thread raw events of a stopped session, before replay. Opaque; move-only.

@@ -65,6 +65,14 @@ struct MemorySample {
   int32_t device = -1;
 };
 
+/// One reading of a thread's CPU clock (CLOCK_THREAD_CPUTIME_ID) at a time of the trace's clock.
+/// Sessions with CPU sampling read every recording thread's clock about once a millisecond
+/// (cpp/core/cpu_sampler.cpp); readers interpolate between readings (cpu_clock.h).
+struct CpuSample {
+  int64_t time_ns = 0;  ///< CLOCK_MONOTONIC ns, like the events
+  int64_t cpu_ns = 0;   ///< CPU time the thread had used by then
+};
+
 /// A thread (or, after merge(), a thread of another process) that recorded events.
 struct ThreadInfo {
   int64_t pid = 0;
@@ -72,6 +80,8 @@ struct ThreadInfo {
   uint64_t pthread_id = 0;
   uint64_t logical_tid = 0;
   std::string name;
+  /// CPU clock readings in time order; empty when the session did not sample CPU time.
+  std::vector<CpuSample> cpu_samples;
 };
 
 /// Aggregate over events of one symbol (summary tables).

@@ -20,8 +20,10 @@ def _start(
     memory_limit: int,
     keep_newest: bool,
     propagated_only: bool = False,
+    cpu_sample_period_ns: int = 0,
 ) -> None:
-    """Starts the session (RuntimeError if one runs, ValueError for a bad backend)."""
+    """Starts the session (RuntimeError if one runs, ValueError for a bad backend);
+    ``cpu_sample_period_ns`` > 0 samples every recording thread's CPU clock that often."""
 
 def _stop(thread_names: list[tuple[int, str]] | None) -> Trace:
     """Stops the session and keeps its events as a stored Trace."""
@@ -156,6 +158,23 @@ class Trace:
     def memory(self) -> list[tuple[int, int, int, int, int, int, int]]:
         """(time ns, thread, address, bytes, total allocated, total reserved, device)."""
 
+
+# --- analysis (cpp/analysis, cpp/python/bindings_analysis.cpp)
+
+_KeyAverageRow = tuple[
+    str, str, int | None, str, list[str], int, int, int, int | None, int | None, int, int, int,
+    bool, bool, str, int,
+]
+
+def _key_averages(
+    trace: Trace,
+    group_by_input_shape: bool = False,
+    group_by_stack_n: int = 0,
+    group_by_thread: bool = False,
+) -> tuple[list[_KeyAverageRow], list[tuple[int, int | None]], bool, bool]:
+    """Per-key totals of one replay: rows of (name, category, thread, input shapes, stack,
+    count, total ns, self ns, on-CPU total ns, on-CPU self ns, memory total, memory self, flops,
+    is_async, top_level, file, line); per thread (self ns, on-CPU self ns); has_cpu; has_memory."""
 
 def _noop_eval_hook(enable: bool) -> None:
     """Installs (or removes) a PEP 523 hook that does nothing: the limit of any frame-hook tracer

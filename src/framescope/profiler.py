@@ -12,6 +12,7 @@ from typing import Literal
 
 from framescope import _core
 from framescope.events import EventList, MemoryEvent
+from framescope.key_averages import KeyAverages
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
 ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof", "speedscope",
@@ -67,6 +68,9 @@ def _current_stacks(skip_framescope: bool) -> dict[int, FrameType | tuple[FrameT
         frames[ident] = (f, nid) if nid is not None else f
     return frames
 
+
+#: How often a session with ``cpu_time=True`` reads each recording thread's CPU clock.
+CPU_SAMPLE_PERIOD_NS = 1_000_000
 
 _FALLBACK_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
 
@@ -152,6 +156,10 @@ class profile:
             (3.12+) or ``"setprofile"`` (3.10/3.11).
         memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
+        cpu_time: also measure time on CPU: a thread of the session reads every recording
+            thread's CPU clock about once a millisecond (the recording threads pay nothing);
+            readers interpolate between readings (``key_averages()``'s ``on_cpu_time_total``,
+            ``summary(sort_by="on_cpu")``).
     """
 
     def __init__(
@@ -165,6 +173,7 @@ class profile:
         backend: Backend = "auto",
         memory_limit: int | str = "1GiB",
         on_limit: Literal["stop", "keep_newest"] = "stop",
+        cpu_time: bool = True,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
@@ -182,6 +191,7 @@ class profile:
         if self._memory_limit <= 0:
             raise ValueError("memory_limit must be positive")
         self._keep_newest = on_limit == "keep_newest"
+        self.cpu_time = cpu_time
         self._trace: _core.Trace | None = None
         self._running = False
 
@@ -206,6 +216,7 @@ class profile:
             current_frames=frames,
             memory_limit=self._memory_limit,
             keep_newest=self._keep_newest,
+            cpu_sample_period_ns=CPU_SAMPLE_PERIOD_NS if self.cpu_time else 0,
         )
         del frames
         self._running = True
@@ -296,11 +307,37 @@ class profile:
         """(name, calls, total ns, self ns) per function or range, by self time."""
         return [(n, c, t, s) for n, c, t, s, *_ in self.trace.stats()]
 
-    def summary(self, limit: int = 20, sort_by: Literal["self", "total", "calls"] = "self") -> str:
-        """A table of the top functions and ranges by self time, total time or call count."""
+    def key_averages(
+        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
+    ) -> KeyAverages:
+        """Averages of every function, range and builtin, as ``torch.profiler``'s
+        ``key_averages()``: one FunctionEventAvg per name (and input shapes, and the innermost
+        ``group_by_stack_n`` Python frames that called it, when asked), with torch's attribute
+        names and units (µs, bytes) plus ``on_cpu_time_total`` / ``self_on_cpu_time_total``.
+        ``.table(sort_by=..., row_limit=...)`` prints torch's table."""
+        from framescope.key_averages import key_averages
+
+        return key_averages(
+            self.trace,
+            group_by_input_shape=group_by_input_shape,
+            group_by_stack_n=group_by_stack_n,
+            profile_memory=self.profile_memory,
+            with_flops=self.with_flops,
+        )
+
+    def summary(
+        self,
+        limit: int = 20,
+        sort_by: Literal["self", "total", "calls", "on_cpu"] = "self",
+        by_thread: bool = False,
+    ) -> str:
+        """A table of the top functions and ranges by self time, total time, call count or self
+        time on CPU (``"on_cpu"``), over all threads or one table per thread (``by_thread``).
+        Percentages are of the time recorded on the threads (never above 100%); the first line
+        says what was measured (wall time or time on CPU)."""
         from framescope.analysis import summary_table
 
-        return summary_table(self.trace, limit=limit, sort_by=sort_by)
+        return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)
 
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:
         """Adds the events of another trace (e.g. another process's, as ``serialize()`` bytes).
