@@ -115,6 +115,20 @@ PyTrace stop_session(nb::handle thread_names) {
   return out;
 }
 
+// Stops the session and drops its events without building a trace (a warmup's).
+void discard_session() {
+  if (!profiler_enabled()) throw std::runtime_error("framescope: no profiling session is enabled");
+  tracer_stop();
+  try {
+    disable_profiler();
+  } catch (const SessionError& e) {
+    tracer_release();
+    throw std::runtime_error(e.what());
+  }
+  tracer_release();
+  release_record_function_names();
+}
+
 }  // namespace
 
 void bind_session(nb::module_& m) {
@@ -122,6 +136,7 @@ void bind_session(nb::module_& m) {
         "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
         "keep_newest"_a, "propagated_only"_a = false, "cpu_sample_period_ns"_a = 0);
   m.def("_stop", &stop_session, "thread_names"_a.none());
+  m.def("_discard", &discard_session, "Stops the session and drops its events.");
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def("_backend", &tracer_backend_description);
   m.def("_foreign_frame_hook", &foreign_frame_hook,

@@ -11,21 +11,28 @@ import os
 from framescope._core import is_enabled, mark, record_function, record_memory
 from framescope import eval_frame
 from framescope.events import Event, EventList, MemoryEvent
+from framescope.key_averages import FunctionEventAvg, KeyAverages
 from framescope.profiler import label_calls, load, profile
+from framescope.schedule import ProfilerAction, schedule, trace_handler
 
 __all__ = [
     "Event",
     "EventList",
     "eval_frame",
+    "FunctionEventAvg",
     "get_include",
     "is_enabled",
+    "KeyAverages",
     "label_calls",
     "load",
     "MemoryEvent",
     "mark",
     "profile",
+    "ProfilerAction",
     "record_function",
     "record_memory",
+    "schedule",
+    "trace_handler",
 ]
 __version__ = "0.1.0"
 

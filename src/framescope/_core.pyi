@@ -28,6 +28,9 @@ def _start(
 def _stop(thread_names: list[tuple[int, str]] | None) -> Trace:
     """Stops the session and keeps its events as a stored Trace."""
 
+def _discard() -> None:
+    """Stops the session and drops its events (RuntimeError when none runs)."""
+
 def is_enabled() -> bool:
     """True while a framescope session records."""
 

@@ -8,11 +8,13 @@ import sys
 import sysconfig
 import threading
 from types import FrameType, TracebackType
-from typing import Literal
+from typing import Callable, Literal
 
 from framescope import _core
 from framescope.events import EventList, MemoryEvent
 from framescope.key_averages import KeyAverages
+from framescope.schedule import Schedule
+from framescope.stepping import StepDriver
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
 ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof", "speedscope",
@@ -160,6 +162,14 @@ class profile:
             thread's CPU clock about once a millisecond (the recording threads pay nothing);
             readers interpolate between readings (``key_averages()``'s ``on_cpu_time_total``,
             ``summary(sort_by="on_cpu")``).
+        schedule: which steps are recorded (``framescope.schedule(...)``, or any function of the
+            step number returning a ProfilerAction, torch's included), with ``step()`` called
+            once per step: each recorded step is a ``ProfilerStep#N`` range, waiting steps run
+            no session, and each recorded cycle is a trace of its own. Without a schedule
+            everything between start and stop is recorded.
+        on_trace_ready: called as ``on_trace_ready(prof)`` when a cycle's trace is ready
+            (``prof.trace`` is that cycle's; ``framescope.trace_handler(dir)`` writes it), and
+            at stop when something was recorded since.
     """
 
     def __init__(
@@ -174,6 +184,8 @@ class profile:
         memory_limit: int | str = "1GiB",
         on_limit: Literal["stop", "keep_newest"] = "stop",
         cpu_time: bool = True,
+        schedule: Schedule | None = None,
+        on_trace_ready: Callable[[profile], object] | None = None,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
@@ -192,11 +204,42 @@ class profile:
             raise ValueError("memory_limit must be positive")
         self._keep_newest = on_limit == "keep_newest"
         self.cpu_time = cpu_time
+        self.on_trace_ready = on_trace_ready
         self._trace: _core.Trace | None = None
-        self._running = False
+        self._running = False  # a core session records for this profile
+        self._active = False  # between start() and stop()
+        self._steps = StepDriver(self, schedule)
 
     # -- session -------------------------------------------------------------------------------
     def start(self) -> profile:
+        """Starts profiling: records now, or waits for the schedule's first recorded step."""
+        if self._active:
+            raise RuntimeError("this profile is already running")
+        self._steps.start()
+        self._active = True
+        return self
+
+    def stop(self) -> profile:
+        """Stops profiling; a cycle being recorded ends here (and goes to on_trace_ready)."""
+        if not self._active:
+            raise RuntimeError("this profile is not running")
+        self._active = False
+        self._steps.stop()
+        return self
+
+    def step(self) -> None:
+        """Marks the start of the next step (``schedule``): the previous step's
+        ``ProfilerStep#N`` range ends, sessions start or stop as the schedule says."""
+        if not self._active:
+            raise RuntimeError("step() is called between start() and stop()")
+        self._steps.step()
+
+    @property
+    def step_num(self) -> int:
+        """The current step number (0 before the first step())."""
+        return self._steps.step_num
+
+    def _start_session(self) -> None:
         if self._running:
             raise RuntimeError("this profile is already running")
         self._start_warnings = []
@@ -220,18 +263,20 @@ class profile:
         )
         del frames
         self._running = True
-        return self
 
-    def stop(self) -> profile:
+    def _stop_session(self, keep: bool = True) -> None:
+        """Stops the core session; keeps its trace as ``self.trace``, or drops it."""
         if not self._running:
             raise RuntimeError("this profile is not running")
+        self._running = False
+        if not keep:
+            _core._discard()
+            return
         # By native id: pthread ids are reused by threads started after others exited.
         names = [(t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None]
-        self._running = False
         self._trace = _core._stop(names)
         for warning in self.warnings:
             print(warning, file=sys.stderr)
-        return self
 
     def __enter__(self) -> profile:
         return self.start()
