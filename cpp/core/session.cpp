@@ -142,6 +142,11 @@ ThreadBuffer* attach_current_thread() noexcept {
   return t_owner.buffer.get();
 }
 
+std::shared_ptr<Session> active_session() {
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  return g_session;
+}
+
 namespace {
 // The exiting thread's last CPU reading, while its clock can still be read.
 void note_thread_exit(const ThreadBuffer& buffer) noexcept {

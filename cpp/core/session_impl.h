@@ -65,6 +65,9 @@ class Session {
   std::atomic<bool> limit_warned_{false};
 };
 
+/// The active session (null when none runs). Thread-safe.
+std::shared_ptr<Session> active_session();
+
 }  // namespace internal
 
 /// One thread's events plus its identity.

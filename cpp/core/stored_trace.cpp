@@ -27,6 +27,7 @@ StoredTrace::StoredTrace(const StoredTrace& o)
       stop_ns_(o.stop_ns_),
       dropped_(o.dropped_),
       recorded_(o.recorded_),
+      filter_(o.filter_),
       event_count_(o.event_count_.load()) {}
 
 StoredTrace& StoredTrace::operator=(const StoredTrace& o) {
@@ -42,6 +43,7 @@ StoredTrace& StoredTrace::operator=(const StoredTrace& o) {
     stop_ns_ = copy.stop_ns_;
     dropped_ = copy.dropped_;
     recorded_ = copy.recorded_;
+    filter_ = copy.filter_;
     event_count_.store(copy.event_count_.load());
   }
   return *this;
@@ -121,11 +123,21 @@ TraceView StoredTrace::view() const noexcept {
 }
 
 void StoredTrace::visit(TraceVisitor& visitor) const {
+  std::unique_ptr<TraceVisitor> filtering;
+  TraceVisitor& v = filter_.active() ? *(filtering = make_filtering_visitor(visitor, filter_))
+                                     : visitor;
   const TraceView tables = view();  // must outlive the visit: visitors keep a pointer to it
-  visitor.begin_trace(tables);
+  v.begin_trace(tables);
   uint64_t next_index = 0;
-  for (const PartRef& ref : parts_) internal::replay_part(ref, visitor, next_index);
-  visitor.end_trace();
+  for (const PartRef& ref : parts_) internal::replay_part(ref, v, next_index);
+  v.end_trace();
+}
+
+StoredTrace StoredTrace::with_filter(const ReplayFilter& filter) const {
+  StoredTrace out(*this);
+  out.filter_ = filter;
+  out.event_count_.store(-1);
+  return out;
 }
 
 uint64_t StoredTrace::slot_bytes() const noexcept {

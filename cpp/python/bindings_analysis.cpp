@@ -24,6 +24,21 @@ nb::object optional_ns(int64_t ns) { return ns < 0 ? nb::none() : nb::object(nb:
 
 void bind_analysis(nb::module_& m) {
   m.def(
+      "_with_filter",
+      [](const PyTrace& t, int64_t min_duration_ns, uint32_t max_depth) {
+        if (min_duration_ns < 0) throw nb::value_error("min_duration_ns must be >= 0");
+        ReplayFilter f;
+        f.min_duration_ns = min_duration_ns;
+        f.max_depth = max_depth;
+        PyTrace out;
+        out.state->stored = std::make_shared<const StoredTrace>(t.state->current()->with_filter(f));
+        out.state->backend = t.state->backend;
+        return out;
+      },
+      "trace"_a, "min_duration_ns"_a = 0, "max_depth"_a = 0,
+      "The same trace read without slices shorter than min_duration_ns or deeper than max_depth "
+      "Python frames (0: no limit).");
+  m.def(
       "_key_averages",
       [](const PyTrace& t, bool group_by_input_shape, uint32_t group_by_stack_n,
          bool group_by_thread) {

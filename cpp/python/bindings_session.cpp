@@ -35,7 +35,10 @@ void start_session(bool record_shapes, bool profile_memory, bool with_flops,
                    const std::string& backend, bool c_calls,
                    const std::vector<std::string>& prune_prefixes, nb::handle current_frames,
                    size_t memory_limit, bool keep_newest, bool propagated_only,
-                   int64_t cpu_sample_period_ns) {
+                   int64_t cpu_sample_period_ns, const std::vector<std::string>& skip_prefixes,
+                   const std::vector<std::string>& skip_files,
+                   const std::vector<std::string>& include_files,
+                   const std::vector<std::string>& exclude_files) {
   SessionConfig config;
   config.cpu_sample_period_ns = cpu_sample_period_ns;
   config.record_shapes = record_shapes;
@@ -48,6 +51,10 @@ void start_session(bool record_shapes, bool profile_memory, bool with_flops,
   options.backend = parse_backend(backend);
   options.c_calls = c_calls;
   options.prune_prefixes = prune_prefixes;
+  options.skip_prefixes = skip_prefixes;
+  options.skip_files = skip_files;
+  options.include_globs = include_files;
+  options.exclude_globs = exclude_files;
   if (c_calls && options.backend == TracerBackend::kNone) {
     throw nb::value_error("framescope: c_calls needs the Python tracer (with_stack=True)");
   }
@@ -115,6 +122,24 @@ PyTrace stop_session(nb::handle thread_names) {
   return out;
 }
 
+// The running session's events so far as a trace of their own; the session goes on. With the
+// GIL held: the resolver reads the code objects the tracer holds.
+PyTrace snapshot_session(nb::handle thread_names) {
+  if (!profiler_enabled()) throw std::runtime_error("framescope: no profiling session is enabled");
+  const auto names = thread_names_of(thread_names);
+  RawTracePtr raw;
+  try {
+    raw = snapshot_profiler();
+  } catch (const SessionError& e) {
+    throw std::runtime_error(e.what());
+  }
+  PyTrace out;
+  out.state->stored = std::make_shared<const StoredTrace>(
+      StoredTrace::from_raw(std::move(*raw), tracer_resolver(), names));
+  out.state->backend = tracer_backend_description();
+  return out;
+}
+
 // Stops the session and drops its events without building a trace (a warmup's).
 void discard_session() {
   if (!profiler_enabled()) throw std::runtime_error("framescope: no profiling session is enabled");
@@ -134,9 +159,14 @@ void discard_session() {
 void bind_session(nb::module_& m) {
   m.def("_start", &start_session, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
         "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
-        "keep_newest"_a, "propagated_only"_a = false, "cpu_sample_period_ns"_a = 0);
+        "keep_newest"_a, "propagated_only"_a = false, "cpu_sample_period_ns"_a = 0,
+        "skip_prefixes"_a = std::vector<std::string>(), "skip_files"_a = std::vector<std::string>(),
+        "include_files"_a = std::vector<std::string>(),
+        "exclude_files"_a = std::vector<std::string>());
   m.def("_stop", &stop_session, "thread_names"_a.none());
   m.def("_discard", &discard_session, "Stops the session and drops its events.");
+  m.def("_snapshot", &snapshot_session, "thread_names"_a.none(),
+        "The running session's events so far as a Trace; the session goes on recording.");
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def("_backend", &tracer_backend_description);
   m.def("_foreign_frame_hook", &foreign_frame_hook,

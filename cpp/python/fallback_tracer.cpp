@@ -134,19 +134,26 @@ PyObject* mon_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   Py_RETURN_NONE;
 }
-// PY_RETURN, PY_YIELD, PY_UNWIND
-PyObject* mon_exit(PyObject*, PyObject* const*, Py_ssize_t) {
-  if (g_fb.python_frames) record(internal::EventKind::kPyReturn, 0);
+// True when args[0] is a code object whose frames (and C calls) this session does not record.
+bool skipped_code_arg(PyObject* const* args, Py_ssize_t nargs) {
+  return nargs >= 1 && PyCode_Check(args[0]) &&
+         skipped_code(reinterpret_cast<PyCodeObject*>(args[0]));
+}
+// PY_RETURN, PY_YIELD, PY_UNWIND(code, offset, ...)
+PyObject* mon_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (g_fb.python_frames && !skipped_code_arg(args, nargs)) {
+    record(internal::EventKind::kPyReturn, 0);
+  }
   Py_RETURN_NONE;
 }
-// CALL(code, offset, callable, arg0)
+// CALL(code, offset, callable, arg0): `code` is the caller's
 PyObject* mon_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (g_fb.c_calls && nargs >= 3) record_c_call(args[2]);
+  if (g_fb.c_calls && nargs >= 3 && !skipped_code_arg(args, nargs)) record_c_call(args[2]);
   Py_RETURN_NONE;
 }
 // C_RETURN, C_RAISE(code, offset, callable, arg0)
 PyObject* mon_c_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (g_fb.c_calls && nargs >= 3) record_c_return(args[2]);
+  if (g_fb.c_calls && nargs >= 3 && !skipped_code_arg(args, nargs)) record_c_return(args[2]);
   Py_RETURN_NONE;
 }
 
@@ -269,6 +276,9 @@ FsFrame* interpreter_frame_of(PyFrameObject* f) {
 }
 
 int profile_callback(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
+  // Frames this session does not record: neither their return nor their C calls (their call
+  // was not recorded either: register_code() answered 0).
+  if (what != PyTrace_CALL && skipped_code(frame_code(interpreter_frame_of(frame)))) return 0;
   switch (what) {
     case PyTrace_CALL:
 #if !FS_PY311

@@ -65,6 +65,14 @@ SessionConfig profiler_config();
 /// Throws SessionError when no session is enabled. Thread-safe.
 RawTracePtr disable_profiler();
 
+/// A copy of the active session's events so far, as disable_profiler() would return them had it
+/// been called now, while the session goes on recording (the flight recorder's dump: with
+/// LimitPolicy::kKeepNewest, the window of newest events). Copies the buffers (transiently up to
+/// memory_limit_bytes more memory). Throws SessionError when no session is enabled.
+/// Thread-safe; the recording threads are not stopped (a thread appending while it is copied
+/// contributes its events up to that moment).
+RawTracePtr snapshot_profiler();
+
 /// Records an instant event (a mark) on the calling thread; no-op without a session.
 void mark(std::string_view name) noexcept;
 /// Records a native allocation (bytes > 0) or free (bytes < 0) for memory profiling: the

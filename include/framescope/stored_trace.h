@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "framescope/output.h"
+#include "framescope/replay_filter.h"
 #include "framescope/session.h"
 #include "framescope/trace_visitor.h"
 
@@ -66,8 +67,13 @@ class StoredTrace final : public TraceSource {
   std::string serialize() const;
 
   /// A new trace with the parts of `other` appended after this one's, its times shifted by
-  /// `offset_ns` (threads keep their pids; symbols are re-interned).
+  /// `offset_ns` (threads keep their pids; symbols are re-interned). Keeps this trace's filter.
   StoredTrace merged(const StoredTrace& other, int64_t offset_ns = 0) const;
+
+  /// The same events read through `filter` (every reader: visit(), event_count(), writers).
+  /// The parts are shared, not copied; serialize() writes every recorded event regardless.
+  StoredTrace with_filter(const ReplayFilter& filter) const;
+  const ReplayFilter& filter() const noexcept { return filter_; }
 
   // ---- TraceSource ----
   /// Counted by one replay the first time it is asked (then cached). Thread-safe.
@@ -113,6 +119,7 @@ class StoredTrace final : public TraceSource {
   int64_t stop_ns_ = 0;
   uint64_t dropped_ = 0;
   uint64_t recorded_ = 0;
+  ReplayFilter filter_;
   mutable std::atomic<int64_t> event_count_{-1};
 };
 

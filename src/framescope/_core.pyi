@@ -21,12 +21,19 @@ def _start(
     keep_newest: bool,
     propagated_only: bool = False,
     cpu_sample_period_ns: int = 0,
+    skip_prefixes: list[str] = ...,
+    skip_files: list[str] = ...,
+    include_files: list[str] = ...,
+    exclude_files: list[str] = ...,
 ) -> None:
     """Starts the session (RuntimeError if one runs, ValueError for a bad backend);
     ``cpu_sample_period_ns`` > 0 samples every recording thread's CPU clock that often."""
 
 def _stop(thread_names: list[tuple[int, str]] | None) -> Trace:
     """Stops the session and keeps its events as a stored Trace."""
+
+def _snapshot(thread_names: list[tuple[int, str]] | None) -> Trace:
+    """The running session's events so far as a Trace; the session goes on recording."""
 
 def _discard() -> None:
     """Stops the session and drops its events (RuntimeError when none runs)."""
@@ -168,6 +175,10 @@ _KeyAverageRow = tuple[
     str, str, int | None, str, list[str], int, int, int, int | None, int | None, int, int, int,
     bool, bool, str, int,
 ]
+
+def _with_filter(trace: Trace, min_duration_ns: int = 0, max_depth: int = 0) -> Trace:
+    """The same events read without slices shorter than ``min_duration_ns`` or deeper than
+    ``max_depth`` Python frames (0: no limit); ValueError for a negative duration."""
 
 def _key_averages(
     trace: Trace,

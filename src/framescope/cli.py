@@ -12,9 +12,10 @@ import sys
 import traceback
 import types
 import zipfile
-from typing import Sequence
+from typing import Literal, Sequence
 
 from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
+from framescope.flight_recorder import FlightRecorder, parse_signal
 from framescope.profiler import profile
 
 
@@ -46,9 +47,47 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
                      help="summary order (default: self time)")
     run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
+    run.add_argument("--include-files", action="append", metavar="GLOB", default=None,
+                     help="record only Python frames of files matching GLOB (repeatable)")
+    run.add_argument("--exclude-files", action="append", metavar="GLOB", default=None,
+                     help="do not record Python frames of files matching GLOB (repeatable); "
+                          "their callees in other files are recorded")
+    run.add_argument("--max-depth", type=int, default=None, metavar="N",
+                     help="record the outer N levels of Python calls only")
+    run.add_argument("--min-duration", default=None, metavar="TIME",
+                     help="leave out slices shorter than TIME (e.g. 500ns, 20us, 1.5ms) from the "
+                          "outputs")
+    run.add_argument("--on-limit", choices=["stop", "keep_newest"], default=None,
+                     help="at the memory limit: stop recording (default) or keep the newest "
+                          "events (a flight recorder)")
+    run.add_argument("--dump-on", metavar="SIGNAL", default=None,
+                     help="flight recorder: on this signal (e.g. SIGUSR1), and when an exception "
+                          "goes unhandled in the program, write the recorded window to "
+                          "OUTPUT.dumpN.EXT without stopping; implies --on-limit keep_newest")
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
     add_trace_commands(sub)
     return parser
+
+
+_TIME_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_duration_ns(text: str) -> int:
+    """``500``, ``500ns``, ``20us``, ``1.5ms``, ``2s`` as nanoseconds (ValueError otherwise)."""
+    t = text.strip().lower()
+    for unit in ("ns", "us", "µs", "ms", "s"):
+        if t.endswith(unit):
+            number, factor = t[: -len(unit)], _TIME_UNITS[unit]
+            break
+    else:
+        number, factor = t, 1
+    try:
+        value = float(number) * factor
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (e.g. 500ns, 20us, 1.5ms)") from None
+    if not value >= 0 or value > 2**62:
+        raise ValueError(f"not a duration: {text!r}")
+    return int(value)
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -76,13 +115,13 @@ def _print_user_traceback(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc, tb)
 
 
-def _run_script(path: str) -> None:
-    """Runs a script file as ``python path`` does: a fresh ``__main__`` whose ``__file__`` is
-    absolute (3.9+) while ``sys.argv[0]`` stays as given. Directories and zip files with a
-    ``__main__.py`` go through runpy, as python does."""
+def _load_script(path: str) -> tuple[types.CodeType, types.ModuleType] | None:
+    """The code of a script file and the fresh ``__main__`` it runs in, as ``python path`` runs
+    it (``__file__`` absolute, ``sys.argv[0]`` as given). Prepared before the session starts, so
+    that the recording begins with the script's own code. None for directories and zip files
+    with a ``__main__.py`` (runpy runs those, as python does)."""
     if os.path.isdir(path) or zipfile.is_zipfile(path):
-        runpy.run_path(path, run_name="__main__")
-        return
+        return None
     abspath = os.path.abspath(path)
     with io.open_code(abspath) as f:
         source = f.read()
@@ -92,8 +131,27 @@ def _run_script(path: str) -> None:
     main.__cached__ = None  # type: ignore[attr-defined]
     main.__builtins__ = builtins  # type: ignore[attr-defined]
     main.__loader__ = importlib.machinery.SourceFileLoader("__main__", abspath)
-    sys.modules["__main__"] = main  # as python: the script's module stays __main__ afterwards
-    exec(code, main.__dict__)
+    return code, main
+
+
+def _load_module(name: str) -> tuple[types.CodeType, types.ModuleType]:
+    """The code of a module run as ``python -m name`` and its ``__main__``, with the globals
+    runpy gives it. Finding it imports its parent packages (before the session starts).
+
+    Raises:
+        ImportError: no such module (or a package without ``__main__``), as python -m says.
+    """
+    try:
+        _, spec, code = runpy._get_module_details(name)  # type: ignore[attr-defined]
+    except ImportError:
+        raise
+    except Exception as exc:  # runpy's own error type: the message python -m prints
+        raise ImportError(str(exc)) from None
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=spec.origin, __cached__=spec.cached, __doc__=None,
+                         __loader__=spec.loader, __package__=spec.parent, __spec__=spec,
+                         __builtins__=builtins)
+    return code, main
 
 
 def run(opts: argparse.Namespace) -> int:
@@ -103,6 +161,7 @@ def run(opts: argparse.Namespace) -> int:
     if opts.module is None and not args:
         print("framescope run: give a script or -m module", file=sys.stderr)
         return 2
+    launcher = [sys.argv[0], os.path.abspath(sys.argv[0]), *_RUNPY_FILES]
     if opts.module is not None:
         target = opts.module
         sys.argv = [target, *args]
@@ -120,25 +179,68 @@ def run(opts: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"framescope run: {exc}", file=sys.stderr)
         return 2
-    prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
-                   memory_limit=opts.memory_limit)
-    code = 0
-    prof.start()
     try:
+        dump_signal = parse_signal(opts.dump_on) if opts.dump_on is not None else None
+    except ValueError as exc:
+        print(f"framescope run: --dump-on: {exc}", file=sys.stderr)
+        return 2
+    try:
+        min_duration_ns = parse_duration_ns(opts.min_duration) if opts.min_duration else 0
+    except ValueError as exc:
+        print(f"framescope run: --min-duration: {exc}", file=sys.stderr)
+        return 2
+    on_limit: Literal["stop", "keep_newest"] = opts.on_limit or (
+        "keep_newest" if dump_signal is not None else "stop")
+    try:
+        program: tuple[types.CodeType, types.ModuleType] | None
         if opts.module is not None:
-            runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
+            program = _load_module(target)
+            sys.argv[0] = program[1].__file__ or target
         else:
-            _run_script(target)
+            program = _load_script(target)
+    except (ImportError, OSError, SyntaxError, ValueError) as exc:
+        if isinstance(exc, SyntaxError):
+            traceback.print_exception(type(exc), exc, None)
+        else:
+            print(f"framescope run: {exc}", file=sys.stderr)
+        return 1
+    try:
+        prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
+                       memory_limit=opts.memory_limit, on_limit=on_limit,
+                       include_files=opts.include_files, exclude_files=opts.exclude_files,
+                       max_depth=opts.max_depth, min_duration_ns=min_duration_ns)
+    except (TypeError, ValueError) as exc:
+        print(f"framescope run: {exc}", file=sys.stderr)
+        return 2
+    # The launcher's frames (the console script, runpy for python -m framescope) are never
+    # recorded, like framescope's own.
+    prof._launcher_files = launcher
+    recorder = FlightRecorder(prof, output, output_format, dump_signal) if dump_signal else None
+    code = 0
+    failure: BaseException | None = None
+    prof.start()
+    if recorder is not None:
+        recorder.install()
+    try:
+        if program is None:
+            runpy.run_path(target, run_name="__main__")
+        else:
+            # as python: the module stays __main__ afterwards
+            sys.modules["__main__"] = program[1]
+            exec(program[0], program[1].__dict__)
     except SystemExit as exc:
         code = _exit_code(exc)
-    except KeyboardInterrupt as exc:
-        _print_user_traceback(exc)
-        code = 130
-    except BaseException as exc:  # noqa: BLE001 - shown as python shows it
-        _print_user_traceback(exc)
-        code = 1
+    except BaseException as exc:  # noqa: BLE001 - shown as python shows it, after the stop
+        if recorder is not None:
+            recorder.dump(f"unhandled {type(exc).__name__}")
+        failure = exc
+        code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     finally:
+        if recorder is not None:
+            recorder.uninstall()
         prof.stop()
+        if failure is not None:  # printed once stopped: traceback's code is not the program's
+            _print_user_traceback(failure)
         sys.stdout.flush()
         prof.export(output, format=output_format)
         if opts.limit > 0:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, SupportsIndex, overload
 
 from framescope import _core
@@ -60,7 +59,6 @@ def _format_memory(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-@dataclass
 class FunctionEventAvg:
     """The events of one key (a function, range or builtin, and what the grouping adds).
 
@@ -71,26 +69,54 @@ class FunctionEventAvg:
     parts of those the thread spent on a CPU (None when the session did not sample CPU time).
     ``cpu_memory_usage`` / ``self_cpu_memory_usage``: bytes allocated inside the events, with and
     without their children (``profile_memory=True``).
+
+    (A plain class, not a dataclass: a dataclass's generated ``__init__`` is code of no file,
+    which a session recording while key_averages() runs on a snapshot would record.)
     """
 
-    key: str
-    count: int = 0
-    cpu_time_total: float = 0.0
-    self_cpu_time_total: float = 0.0
-    on_cpu_time_total: float | None = None
-    self_on_cpu_time_total: float | None = None
-    cpu_memory_usage: int = 0
-    self_cpu_memory_usage: int = 0
-    flops: int = 0
-    input_shapes: list[list[int]] | str = ""
-    stack: list[str] = field(default_factory=list)
-    category: str = ""
-    thread: int | None = None
-    file: str = ""
-    line: int = 0
-    is_async: bool = False
-    is_top_level: bool = False
-    node_id: int = -1
+    __slots__ = ("key", "count", "cpu_time_total", "self_cpu_time_total", "on_cpu_time_total",
+                 "self_on_cpu_time_total", "cpu_memory_usage", "self_cpu_memory_usage", "flops",
+                 "input_shapes", "stack", "category", "thread", "file", "line", "is_async",
+                 "is_top_level", "node_id")
+
+    def __init__(
+        self,
+        key: str,
+        count: int = 0,
+        cpu_time_total: float = 0.0,
+        self_cpu_time_total: float = 0.0,
+        on_cpu_time_total: float | None = None,
+        self_on_cpu_time_total: float | None = None,
+        cpu_memory_usage: int = 0,
+        self_cpu_memory_usage: int = 0,
+        flops: int = 0,
+        input_shapes: list[list[int]] | str = "",
+        stack: list[str] | None = None,
+        category: str = "",
+        thread: int | None = None,
+        file: str = "",
+        line: int = 0,
+        is_async: bool = False,
+        is_top_level: bool = False,
+    ) -> None:
+        self.key = key
+        self.count = count
+        self.cpu_time_total = cpu_time_total
+        self.self_cpu_time_total = self_cpu_time_total
+        self.on_cpu_time_total = on_cpu_time_total
+        self.self_on_cpu_time_total = self_on_cpu_time_total
+        self.cpu_memory_usage = cpu_memory_usage
+        self.self_cpu_memory_usage = self_cpu_memory_usage
+        self.flops = flops
+        self.input_shapes = input_shapes
+        self.stack: list[str] = stack if stack is not None else []
+        self.category = category
+        self.thread = thread
+        self.file = file
+        self.line = line
+        self.is_async = is_async
+        self.is_top_level = is_top_level
+        self.node_id = -1
 
     @property
     def cpu_time(self) -> float:

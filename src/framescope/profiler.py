@@ -8,7 +8,7 @@ import sys
 import sysconfig
 import threading
 from types import FrameType, TracebackType
-from typing import Callable, Literal
+from typing import Callable, Literal, Sequence
 
 from framescope import _core
 from framescope.events import EventList, MemoryEvent
@@ -73,6 +73,46 @@ def _current_stacks(skip_framescope: bool) -> dict[int, FrameType | tuple[FrameT
 
 #: How often a session with ``cpu_time=True`` reads each recording thread's CPU clock.
 CPU_SAMPLE_PERIOD_NS = 1_000_000
+
+def _file_globs(patterns: Sequence[str | os.PathLike[str]] | str | None, what: str) -> list[str]:
+    """include_files/exclude_files as absolute fnmatch globs (see profile)."""
+    if patterns is None:
+        return []
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = [patterns]
+    out: list[str] = []
+    for p in patterns:
+        text = os.fspath(p)
+        if not isinstance(text, str) or not text:
+            raise TypeError(f"{what} takes file globs (str), not {p!r}")
+        if text.startswith("<"):  # <string>, <frozen ...>: compiled from no file
+            out.append(text)
+        elif not any(c in text for c in "*?["):
+            path = os.path.abspath(text)
+            out.append(path.rstrip(os.sep) + os.sep + "*" if os.path.isdir(path) else path)
+        elif os.path.isabs(text) or text.startswith("*"):
+            out.append(text)
+        else:
+            out.append(os.path.join(os.getcwd(), text))
+    return out
+
+
+def _thread_names() -> list[tuple[int, str]]:
+    """(native id, name) of the live threads: by native id, as pthread ids are reused by threads
+    started after others exited.
+
+    Read from threading's table without running Python code: threading.enumerate() and the
+    ``name``/``native_id`` properties are Python functions, which a session still recording
+    would record as calls of the program."""
+    with getattr(threading, "_active_limbo_lock"):
+        threads = list(getattr(threading, "_active").values())
+    out: list[tuple[int, str]] = []
+    for t in threads:
+        native_id, name = getattr(t, "_native_id", None), getattr(t, "_name", None)
+        if isinstance(native_id, int) and isinstance(name, str):
+            out.append((native_id, name))
+    return out
+
 
 _FALLBACK_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
 
@@ -167,6 +207,23 @@ class profile:
             once per step: each recorded step is a ``ProfilerStep#N`` range, waiting steps run
             no session, and each recorded cycle is a trace of its own. Without a schedule
             everything between start and stop is recorded.
+        include_files: globs of the files whose Python frames are recorded (default: all).
+        exclude_files: globs of files whose Python frames are not recorded. Both are decided
+            once per code object at its first call, so a frame left out costs about what the
+            frame hook alone costs. A left-out frame is simply absent: its callees in recorded
+            files are recorded as calls of the nearest recorded frame around them, and its own
+            builtin calls (``c_calls``) are not recorded. Globs follow fnmatch (``*`` also
+            matches ``/``) against the code's file name (absolute for files Python loaded from
+            disk); a relative glob is taken from the current directory, a path without a
+            wildcard names that file, or every file under that directory. framescope's own
+            frames are never recorded.
+        max_depth: Python frames with ``max_depth`` Python frames around them are left out, with
+            everything they enclose (ranges, builtins): the trace keeps the outer
+            ``max_depth`` levels of Python calls (frames running at start count).
+        min_duration_ns: slices shorter than this are left out of every output, with what
+            they enclose; marks and memory samples inside them are kept. Applied when the trace
+            is read: they are recorded (a saved ``.fstrace`` keeps them, and
+            ``framescope.load(path, min_duration_ns=...)`` applies it again).
         on_trace_ready: called as ``on_trace_ready(prof)`` when a cycle's trace is ready
             (``prof.trace`` is that cycle's; ``framescope.trace_handler(dir)`` writes it), and
             at stop when something was recorded since.
@@ -186,6 +243,10 @@ class profile:
         cpu_time: bool = True,
         schedule: Schedule | None = None,
         on_trace_ready: Callable[[profile], object] | None = None,
+        include_files: Sequence[str | os.PathLike[str]] | str | None = None,
+        exclude_files: Sequence[str | os.PathLike[str]] | str | None = None,
+        max_depth: int | None = None,
+        min_duration_ns: int = 0,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
@@ -205,6 +266,17 @@ class profile:
         self._keep_newest = on_limit == "keep_newest"
         self.cpu_time = cpu_time
         self.on_trace_ready = on_trace_ready
+        self.include_files = _file_globs(include_files, "include_files")
+        self.exclude_files = _file_globs(exclude_files, "exclude_files")
+        if max_depth is not None and (not isinstance(max_depth, int) or max_depth < 1):
+            raise ValueError(f"max_depth must be a positive int or None, not {max_depth!r}")
+        if not isinstance(min_duration_ns, int) or min_duration_ns < 0:
+            raise ValueError(f"min_duration_ns must be an int >= 0, not {min_duration_ns!r}")
+        self.max_depth = max_depth
+        self.min_duration_ns = min_duration_ns
+        # Files of the program launching the profiled code (framescope run: the console script,
+        # runpy): never recorded, like framescope's own.
+        self._launcher_files: list[str] = []
         self._trace: _core.Trace | None = None
         self._running = False  # a core session records for this profile
         self._active = False  # between start() and stop()
@@ -260,6 +332,10 @@ class profile:
             memory_limit=self._memory_limit,
             keep_newest=self._keep_newest,
             cpu_sample_period_ns=CPU_SAMPLE_PERIOD_NS if self.cpu_time else 0,
+            skip_prefixes=[_PACKAGE_DIR],
+            skip_files=self._launcher_files,
+            include_files=self.include_files,
+            exclude_files=self.exclude_files,
         )
         del frames
         self._running = True
@@ -272,11 +348,37 @@ class profile:
         if not keep:
             _core._discard()
             return
-        # By native id: pthread ids are reused by threads started after others exited.
-        names = [(t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None]
-        self._trace = _core._stop(names)
+        self._trace = self._filtered(_core._stop(_thread_names()))
         for warning in self.warnings:
             print(warning, file=sys.stderr)
+
+    def snapshot(self) -> profile:
+        """What the running session recorded so far, as a stopped profile of its own
+        (``export()``, ``key_averages()``, ``summary()``...), while the session goes on: with
+        ``on_limit="keep_newest"`` the newest events within ``memory_limit``, a flight
+        recorder's window. Frames still running are open slices up to now. Copies the event
+        buffers (transiently up to ``memory_limit`` more memory).
+
+        Raises:
+            RuntimeError: no session of this profile is recording.
+        """
+        if not self._running:
+            raise RuntimeError("snapshot() needs a recording session (after stop, use the "
+                               "profile itself)")
+        copy = profile(profile_memory=self.profile_memory, with_flops=self.with_flops)
+        copy._trace = self._filtered(_core._snapshot(_thread_names()))
+        copy._backend = copy._trace.backend
+        return copy
+
+    def dump(self, path: str | os.PathLike[str], format: ExportFormat | str | None = None) -> None:
+        """Writes what the running session recorded so far to ``path`` without stopping it
+        (``snapshot().export(path, format)``): the flight recorder's dump."""
+        self.snapshot().export(path, format)
+
+    def _filtered(self, trace: _core.Trace) -> _core.Trace:
+        if self.min_duration_ns or self.max_depth:
+            return _core._with_filter(trace, self.min_duration_ns, self.max_depth or 0)
+        return trace
 
     def __enter__(self) -> profile:
         return self.start()
@@ -402,7 +504,8 @@ class profile:
         return self.trace.serialize()
 
 
-def load(path: str | os.PathLike[str]) -> profile:
+def load(path: str | os.PathLike[str], min_duration_ns: int = 0,
+         max_depth: int | None = None) -> profile:
     """Reads a trace written by ``profile.save()`` (or streamed with ``stream_to=``) and returns
     a stopped ``profile`` holding it: ``events()``, ``summary()``, ``export()`` work as after a
     session. The file is mapped, not read into memory.
@@ -411,7 +514,7 @@ def load(path: str | os.PathLike[str]) -> profile:
         ValueError: the file is not a complete framescope trace.
         OSError: the file cannot be opened.
     """
-    prof = profile()
-    prof._trace = _core.Trace.load(_fspath(path))
+    prof = profile(min_duration_ns=min_duration_ns, max_depth=max_depth)
+    prof._trace = prof._filtered(_core.Trace.load(_fspath(path)))
     prof._backend = prof._trace.backend
     return prof

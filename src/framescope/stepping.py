@@ -41,22 +41,24 @@ class StepDriver:
     # torch's transitions (torch/profiler/profiler.py, profile.action_map); None: stop().
     # "prepare": a session starts (warmup); "start": recording starts (restarting a warmup's
     # session); "stop": the session stops; "ready": on_trace_ready; "warn:...": a warning.
-    _ACTIONS: dict[tuple[ProfilerAction, ProfilerAction | None], tuple[str, ...]] = {
-        (_N, _W): ("prepare",),
-        (_N, _R): ("prepare", "start"),
-        (_N, _S): ("prepare", "start"),
-        (_W, _N): ("warn:WARMUP followed by NONE", "start", "stop"),
-        (_W, _R): ("start",),
-        (_W, _S): ("start",),
-        (_R, _N): ("warn:RECORD followed by NONE", "stop"),
-        (_R, _W): ("warn:RECORD followed by WARMUP", "stop"),
-        (_S, _N): ("stop", "ready"),
-        (_S, _W): ("stop", "ready", "prepare"),
-        (_S, _R): ("stop", "ready", "prepare", "start"),
-        (_S, _S): ("stop", "ready", "prepare", "start"),
-        (_W, None): ("start", "stop"),
-        (_R, None): ("stop", "ready"),
-        (_S, None): ("stop", "ready"),
+    # Keyed by the actions' values: hashing an Enum member runs Enum.__hash__, a Python function
+    # (which a recording session would record).
+    _ACTIONS: dict[tuple[int, int | None], tuple[str, ...]] = {
+        (_N.value, _W.value): ("prepare",),
+        (_N.value, _R.value): ("prepare", "start"),
+        (_N.value, _S.value): ("prepare", "start"),
+        (_W.value, _N.value): ("warn:WARMUP followed by NONE", "start", "stop"),
+        (_W.value, _R.value): ("start",),
+        (_W.value, _S.value): ("start",),
+        (_R.value, _N.value): ("warn:RECORD followed by NONE", "stop"),
+        (_R.value, _W.value): ("warn:RECORD followed by WARMUP", "stop"),
+        (_S.value, _N.value): ("stop", "ready"),
+        (_S.value, _W.value): ("stop", "ready", "prepare"),
+        (_S.value, _R.value): ("stop", "ready", "prepare", "start"),
+        (_S.value, _S.value): ("stop", "ready", "prepare", "start"),
+        (_W.value, None): ("start", "stop"),
+        (_R.value, None): ("stop", "ready"),
+        (_S.value, None): ("stop", "ready"),
     }
 
     def __init__(self, prof: profile, schedule: Schedule | None) -> None:
@@ -102,7 +104,8 @@ class StepDriver:
 
     def _transit(self, previous: ProfilerAction, current: ProfilerAction | None) -> None:
         prof = self._prof
-        for action in self._ACTIONS.get((previous, current), ()):
+        key = (previous._value_, None if current is None else current._value_)
+        for action in self._ACTIONS.get(key, ()):
             if action == "prepare":
                 if self._session == "off":
                     # prepare + start in one transition: one session, recording
