@@ -141,13 +141,14 @@ def test_max_depth_keeps_the_outer_levels(program: Any, backend: str) -> None:
         return d
 
     full, full_events = in_thread()
-    limited, limited_events = in_thread(max_depth=5)
-    # _bootstrap, _bootstrap_inner, Thread.run, app.run, lib.apply: five levels; helper and
-    # callback go
+    # With the thread's roots (_bootstrap, _bootstrap_inner, Thread.run), app.run and lib.apply
+    # lie above helper: five levels (the 3.10/3.11 setprofile backend loses the thread's roots,
+    # issue 14, so fewer there). Cut at helper's depth: helper and callback go.
+    cut = min(depth_of(full, e) for e in full_events if short(e.name) == "helper")
+    limited, limited_events = in_thread(max_depth=cut)
     names = {short(e.name) for e in limited_events}
-    assert {"_bootstrap", "_bootstrap_inner", "run", "apply", "leaf"} <= names
-    assert not names & {"helper", "callback"}
-    expected = {(e.name, depth_of(full, e)) for e in full_events if depth_of(full, e) < 5}
+    assert "apply" in names and "leaf" in names and not names & {"helper", "callback"}
+    expected = {(e.name, depth_of(full, e)) for e in full_events if depth_of(full, e) < cut}
     assert {(e.name, depth_of(limited, e)) for e in limited_events} == expected
     with pytest.raises(ValueError, match="max_depth"):
         framescope.profile(max_depth=0)

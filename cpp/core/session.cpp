@@ -68,9 +68,9 @@ std::shared_ptr<ThreadBuffer> Session::create_buffer() {
   return buffer;
 }
 
-RawEvent* Session::take_chunk() noexcept {
+RawEvent* Session::take_chunk(bool over_limit) noexcept {
   size_t used = chunks_in_use_.fetch_add(1, std::memory_order_relaxed);
-  if (used >= max_chunks_) {
+  if (used >= max_chunks_ && !over_limit) {
     chunks_in_use_.fetch_sub(1, std::memory_order_relaxed);
     return nullptr;
   }

@@ -32,8 +32,9 @@ class Session {
   /// Creates and registers a buffer for the calling thread; nullptr once the session stopped
   /// (a buffer created after the stop would never be detached). Thread-safe.
   std::shared_ptr<ThreadBuffer> create_buffer();
-  /// Takes a chunk for `buffer` if the memory limit allows; nullptr otherwise (and warns once).
-  RawEvent* take_chunk() noexcept;
+  /// Takes a chunk for `buffer` if the memory limit allows (or regardless, with `over_limit`);
+  /// nullptr otherwise.
+  RawEvent* take_chunk(bool over_limit = false) noexcept;
   void give_back_chunk(RawEvent* chunk) noexcept;
   void warn_limit_once() noexcept;
   void add_async_end(const AsyncEnd& end);

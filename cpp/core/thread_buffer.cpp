@@ -20,6 +20,12 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
   while (cursor_ != limit_) write_slot(0, 0);
   const SideRecordMarks first_side = side_marks_from(first_word);
   RawEvent* chunk = session_->take_chunk();
+  if (!chunk && session_->config.on_limit == LimitPolicy::kKeepNewest && chunks_.empty()) {
+    // Flight recorder: a thread that starts once the limit is reached has no chunk of its own
+    // to recycle; it gets one beyond the limit (at most one per thread, as the limit's
+    // contract allows), else its newest events, those a dump is for, would be lost.
+    chunk = session_->take_chunk(/*over_limit=*/true);
+  }
   if (!chunk) {
     if (session_->config.on_limit == LimitPolicy::kKeepNewest && !chunks_.empty()) {
       // Flight recorder: recycle this thread's oldest chunk (the full current one when it has

@@ -218,9 +218,9 @@ def run(opts: argparse.Namespace) -> int:
     recorder = FlightRecorder(prof, output, output_format, dump_signal) if dump_signal else None
     code = 0
     failure: BaseException | None = None
-    prof.start()
     if recorder is not None:
         recorder.install()
+    prof.start()
     try:
         if program is None:
             runpy.run_path(target, run_name="__main__")
@@ -236,9 +236,9 @@ def run(opts: argparse.Namespace) -> int:
         failure = exc
         code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     finally:
+        prof.stop()
         if recorder is not None:
             recorder.uninstall()
-        prof.stop()
         if failure is not None:  # printed once stopped: traceback's code is not the program's
             _print_user_traceback(failure)
         sys.stdout.flush()

@@ -54,18 +54,22 @@ class FlightRecorder:
         self._prof = prof
         self._output = output
         self._format = output_format
-        self._signal = sig
+        self._signal = int(sig)
+        self._signal_name = sig.name  # read now: Enum attributes are Python code
         self._count = 0
         self._lock = threading.Lock()
         self._previous_handler: Any = None
         self._previous_excepthook: Callable[[threading.ExceptHookArgs], Any] | None = None
 
     def install(self) -> None:
+        """Installs the signal handler and the thread excepthook (before the session starts:
+        signal.signal is Python code)."""
         self._previous_handler = signal.signal(self._signal, self._on_signal)
         self._previous_excepthook = threading.excepthook
         threading.excepthook = self._on_thread_exception
 
     def uninstall(self) -> None:
+        """Restores them (after the session stopped)."""
         if self._previous_excepthook is not None:
             threading.excepthook = self._previous_excepthook
             self._previous_excepthook = None
@@ -88,12 +92,14 @@ class FlightRecorder:
         print(f"framescope: {why}: recorded window written to {path}", file=sys.stderr)
         return path
 
+    # The handlers run inside the recording session: no Python code but framescope's (no enum
+    # or property access), so that nothing of theirs is recorded as the program's.
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.dump(signal.Signals(signum).name)
+        self.dump(self._signal_name)
 
     def _on_thread_exception(self, args: threading.ExceptHookArgs) -> None:
         if not issubclass(args.exc_type, SystemExit):  # which threading ignores as well
-            name = args.thread.name if args.thread is not None else "a thread"
+            name = getattr(args.thread, "_name", None) or "a thread"
             self.dump(f"unhandled {args.exc_type.__name__} in {name}")
         if self._previous_excepthook is not None:
             self._previous_excepthook(args)
