@@ -53,10 +53,12 @@ class Replayer {
     // Each event opens at most one TraceEvent, so this reserve is never exceeded: no copies of a
     // growing array (millions of events at stop), and the pages of the part not used are never
     // touched.
+    uint64_t carried = 0;
     for (const RawThread& t : raw_.threads) {
       out_.recorded_events += internal::count_events(t.data.events);
+      carried += t.data.carried.size();
     }
-    uint64_t upper_bound = out_.recorded_events;
+    uint64_t upper_bound = out_.recorded_events + carried;
     for (const InitialStack& is : raw_.initial_stacks) upper_bound += is.keys.size();
     out_.events.reserve(size_t(upper_bound));
     compact_symbols_.assign(raw_.compact_keys.size(), kNoSymbol);
@@ -181,15 +183,16 @@ class Replayer {
       }
       return true;
     };
-    uint64_t seq = d.first_seq;
-    for (const internal::RawEvent& raw : d.events) {
-      const uint64_t this_seq = seq++;
+    // One event (slot); false once it lies after the stop. `details` holds the side records
+    // its payload may refer to, numbered from `details_base`.
+    auto process = [&](const internal::RawEvent& raw, uint64_t this_seq,
+                       const std::vector<internal::RangeDetail>& details,
+                       uint64_t details_base) -> bool {
       if (internal::is_compact_pair(raw.word)) {
         // first half in `word`, second (if written) in `ticks`
-        if (!compact(raw.word) || (raw.ticks != 0 && !compact(raw.ticks))) break;
-        continue;
+        return compact(raw.word) && (raw.ticks == 0 || compact(raw.ticks));
       }
-      if (raw.ticks > raw_.stop_ticks) break;  // after the stop: this and later events
+      if (raw.ticks > raw_.stop_ticks) return false;  // after the stop: this and later events
       const int64_t ts = raw_.clock.to_ns(raw.ticks);
       const uint64_t payload = internal::payload_of(raw.word);
       switch (internal::kind_of(raw.word)) {
@@ -202,8 +205,8 @@ class Replayer {
             symbol = symbol_for_static(payload & internal::kPointerMask);
             scope = uint8_t(payload >> 48);
           } else {
-            if (payload < d.details_base || payload - d.details_base >= d.details.size()) break;
-            const internal::RangeDetail& rd = d.details[payload - d.details_base];
+            if (payload < details_base || payload - details_base >= details.size()) break;
+            const internal::RangeDetail& rd = details[payload - details_base];
             Symbol s;
             s.name = rd.name;
             s.function = rd.name;
@@ -294,6 +297,16 @@ class Replayer {
         default:
           break;
       }
+      return true;
+    };
+    // What the events of recycled chunks left open (see ThreadBuffer::Snapshot::carried), then
+    // the kept events.
+    for (size_t i = 0; i < d.carried.size(); ++i) {
+      if (!process(d.carried[i], d.carried_seq[i], d.carried_details, 0)) break;
+    }
+    uint64_t seq = d.first_seq;
+    for (const internal::RawEvent& raw : d.events) {
+      if (!process(raw, seq++, d.details, d.details_base)) break;
     }
     for (const Open& o : stack) {
       close(o, out_.stop_ns);
