@@ -1,4 +1,4 @@
-// cpp/python/bindings_session.cpp: nanobind bindings of sessions and of the replayed Trace.
+// cpp/python/bindings_session.cpp: nanobind bindings of the replayed Trace and tracer queries.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -25,69 +25,6 @@ struct PyTrace {
   std::string backend;
 };
 
-TracerBackend parse_backend(const std::string& name) {
-  if (name == "frame_hook") return TracerBackend::kFrameHook;
-  if (name == "sys.monitoring" || name == "monitoring") return TracerBackend::kMonitoring;
-  if (name == "setprofile") return TracerBackend::kSetProfile;
-  if (name == "none") return TracerBackend::kNone;
-  throw nb::value_error(("framescope: unknown tracer backend '" + name +
-                         "' (expected frame_hook, sys.monitoring, setprofile or none)")
-                            .c_str());
-}
-
-void start_session(bool record_shapes, bool profile_memory, bool with_flops,
-                   const std::string& backend, bool c_calls,
-                   const std::vector<std::string>& prune_prefixes, nb::handle current_frames,
-                   size_t memory_limit, bool keep_newest, bool propagated_only) {
-  SessionConfig config;
-  config.record_shapes = record_shapes;
-  config.profile_memory = profile_memory;
-  config.with_flops = with_flops;
-  config.memory_limit_bytes = memory_limit;
-  config.on_limit = keep_newest ? LimitPolicy::kKeepNewest : LimitPolicy::kStopRecording;
-  config.threads = propagated_only ? ThreadScope::kPropagated : ThreadScope::kAllThreads;
-  TracerOptions options;
-  options.backend = parse_backend(backend);
-  options.c_calls = c_calls;
-  options.prune_prefixes = prune_prefixes;
-  if (c_calls && options.backend == TracerBackend::kNone) {
-    throw nb::value_error("framescope: c_calls needs the Python tracer (with_stack=True)");
-  }
-  prepare_hook_thread();
-  try {
-    enable_profiler(config);
-  } catch (const SessionError& e) {
-    throw std::runtime_error(e.what());
-  }
-  if (!tracer_start(options, current_frames.ptr())) {
-    disable_profiler();
-    throw nb::python_error();
-  }
-}
-
-PyTrace stop_session(const std::vector<std::pair<uint64_t, std::string>>& thread_names) {
-  if (!profiler_enabled()) throw std::runtime_error("framescope: no profiling session is enabled");
-  std::string backend = tracer_backend_description();
-  tracer_stop();
-  RawTracePtr raw;
-  try {
-    raw = disable_profiler();
-  } catch (const SessionError& e) {
-    tracer_release();
-    throw std::runtime_error(e.what());
-  }
-  auto trace = std::make_shared<Trace>(replay(*raw, tracer_resolver()));
-  raw.reset();
-  tracer_release();
-  release_record_function_names();
-  for (ThreadInfo& t : trace->threads) {
-    for (const auto& [ident, name] : thread_names) {
-      if (ident == t.os_tid) t.name = name;
-    }
-  }
-  return PyTrace{std::move(trace), backend};
-}
-
 nb::tuple event_tuple(const Trace& t, size_t i) {
   if (i >= t.events.size()) throw nb::index_error("event index out of range");
   const TraceEvent& e = t.events[i];
@@ -97,26 +34,14 @@ nb::tuple event_tuple(const Trace& t, size_t i) {
 
 }  // namespace
 
+nb::object make_py_trace(std::shared_ptr<Trace> trace, std::string backend) {
+  return nb::cast(PyTrace{std::move(trace), std::move(backend)});
+}
+
 void bind_session(nb::module_& m) {
-  m.def("_start", &start_session, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
-        "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
-        "keep_newest"_a, "propagated_only"_a = false);
-  m.def("_stop", &stop_session, "thread_names"_a);
-  m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def("_backend", &tracer_backend_description);
   m.def("_foreign_frame_hook", &foreign_frame_hook,
         "The PEP 523 function another tool installed (described), or '' when none is.");
-  m.def(
-      "mark", [](const std::string& name) { framescope::mark(name); }, "name"_a,
-      "Record an instant event (a mark) on the calling thread; no-op without a session.");
-  m.def(
-      "record_memory",
-      [](uint64_t address, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-         int32_t device) {
-        framescope::record_memory(reinterpret_cast<const void*>(address), bytes, total_allocated,
-                                  total_reserved, device);
-      },
-      "address"_a, "bytes"_a, "total_allocated"_a, "total_reserved"_a = 0, "device"_a = -1);
   m.def(
       "_set_stack_segment_budget",
       [](size_t bytes) { return internal::set_stack_segment_budget(bytes); }, "bytes"_a,
@@ -216,10 +141,19 @@ void bind_session(nb::module_& m) {
            })
       .def_static(
           "deserialize",
-          [](nb::bytes data) {
+          [](nb::handle data) {
+            if (!PyBytes_Check(data.ptr())) {
+              PyErr_Format(PyExc_TypeError, "Trace.deserialize: data must be bytes, not %.100s",
+                           Py_TYPE(data.ptr())->tp_name);
+              throw nb::python_error();
+            }
             PyTrace t;
-            t.trace = std::make_shared<Trace>(Trace::deserialize(
-                std::string_view(static_cast<const char*>(data.data()), data.size())));
+            try {
+              t.trace = std::make_shared<Trace>(Trace::deserialize(std::string_view(
+                  PyBytes_AS_STRING(data.ptr()), size_t(PyBytes_GET_SIZE(data.ptr())))));
+            } catch (const std::runtime_error& e) {  // malformed input, as documented
+              throw nb::value_error(e.what());
+            }
             t.backend = "deserialized";
             return t;
           },
