@@ -255,7 +255,10 @@ class profile:
 
     def _after_stop(self) -> None:
         for warning in self.warnings:
-            print(warning, file=sys.stderr)
+            try:
+                print(warning, file=sys.stderr)
+            except (OSError, ValueError, AttributeError):  # stderr closed or gone
+                break
 
     # -- results -------------------------------------------------------------------------------
     @property
