@@ -43,8 +43,17 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
                      help="summary order (default: self time)")
     run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
+    _add_torch_options(run)
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
     return parser
+
+
+def _add_torch_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--torch-ops", action="store_true",
+                     help="also record torch operators (aten::...) through torch's "
+                          "RecordFunction observers")
+    run.add_argument("--record-shapes", action="store_true",
+                     help="keep input shapes of torch operators and ranges that provide them")
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -111,8 +120,13 @@ def run(opts: argparse.Namespace) -> int:
         sys.argv = list(args)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
 
-    prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
-                   memory_limit=opts.memory_limit)
+    try:
+        prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
+                       memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
+                       record_shapes=opts.record_shapes)
+    except RuntimeError as exc:  # torch_ops without a usable torch
+        print(f"framescope run: {exc}", file=sys.stderr)
+        return 2
     code = 0
     prof.start()
     try:

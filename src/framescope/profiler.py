@@ -141,6 +141,10 @@ class profile:
             (3.12+) or ``"setprofile"`` (3.10/3.11).
         memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
+        torch_ops: also record torch's operators (``aten::...``), autograd nodes and
+            ``torch.profiler.record_function`` ranges through torch's RecordFunction
+            observers, with input shapes when ``record_shapes``; RuntimeError when torch is
+            missing or unsupported (see ``framescope.torch_ops``).
     """
 
     def __init__(
@@ -154,6 +158,7 @@ class profile:
         backend: Backend = "auto",
         memory_limit: int | str = "1GiB",
         on_limit: Literal["stop", "keep_newest"] = "stop",
+        torch_ops: bool = False,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
@@ -171,6 +176,11 @@ class profile:
         if self._memory_limit <= 0:
             raise ValueError("memory_limit must be positive")
         self._keep_newest = on_limit == "keep_newest"
+        self.torch_ops = torch_ops
+        if torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
         self._trace: _core.Trace | None = None
         self._running = False
 
@@ -197,6 +207,10 @@ class profile:
             keep_newest=self._keep_newest,
         )
         del frames
+        if self.torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.enable(self.record_shapes)
         self._running = True
         return self
 
@@ -206,6 +220,10 @@ class profile:
         # By native id: pthread ids are reused by threads started after others exited.
         names = [(t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None]
         self._running = False
+        if self.torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.disable()
         self._trace = _core._stop(names)
         for warning in self.warnings:
             print(warning, file=sys.stderr)
