@@ -45,7 +45,41 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
     _add_torch_options(run)
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
+    _add_report_parser(sub)
     return parser
+
+
+def _add_report_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from framescope.report import DEFAULT_MAX_NODES
+
+    report = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report (flame graph per thread, summary table)",
+        usage="framescope report TRACE [-o report.html]",
+    )
+    report.add_argument("trace", help="a Chrome JSON trace (.json, .json.gz: framescope's, "
+                                      "torch.profiler's, ...) or a serialized framescope trace")
+    report.add_argument("-o", "--output", default=None,
+                        help="HTML file to write (default: TRACE with .html)")
+    report.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_NODES,
+                        help="call paths kept in the flame graphs (default: %(default)s)")
+
+
+def report(opts: argparse.Namespace) -> int:
+    from framescope import report as html_report
+
+    output = opts.output
+    if output is None:
+        base = opts.trace[:-3] if opts.trace.endswith(".gz") else opts.trace
+        output = os.path.splitext(base)[0] + ".html"
+    try:
+        data = html_report.load(opts.trace)
+        html_report.write(data, output, max_nodes=opts.max_nodes)
+    except (OSError, ValueError) as exc:
+        print(f"framescope report: {exc}", file=sys.stderr)
+        return 1
+    print(f"framescope: report written to {output}", file=sys.stderr)
+    return 0
 
 
 def _add_torch_options(run: argparse.ArgumentParser) -> None:
@@ -160,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = _parser().parse_args(argv)
     if opts.command == "run":
         return run(opts)
+    if opts.command == "report":
+        return report(opts)
     return 2
 
 

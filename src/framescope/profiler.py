@@ -277,6 +277,14 @@ class profile:
 
         write_pstats(self.trace, os.fspath(path))
 
+    def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
+        """Writes a self-contained HTML report: a flame graph per thread and a summary table
+        (``max_nodes`` bounds the call paths kept; see framescope.report)."""
+        from framescope import report
+
+        data = report.from_trace(self.trace, os.path.basename(os.fspath(path)))
+        report.write(data, path, max_nodes=max_nodes or report.DEFAULT_MAX_NODES)
+
     def stats(self) -> list[tuple[str, int, int, int]]:
         """(name, calls, total ns, self ns) per function or range, by self time."""
         return [(n, c, t, s) for n, c, t, s, *_ in self.trace.stats()]
