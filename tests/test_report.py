@@ -177,8 +177,9 @@ sys.path.insert(0, HERE)
 from chromium_cdp import Browser, find_chromium  # noqa: E402
 
 BROWSER_VERSION = (3, 11)
+# In CI (scripts/test_all.sh installs Debian's chromium) a missing browser fails the tests.
 needs_browser = pytest.mark.skipif(
-    sys.version_info[:2] != BROWSER_VERSION or find_chromium() is None,
+    sys.version_info[:2] != BROWSER_VERSION or (find_chromium() is None and not os.environ.get("CI")),
     reason=f"browser tests run on Python {BROWSER_VERSION[0]}.{BROWSER_VERSION[1]} with Chromium",
 )
 
