@@ -98,8 +98,8 @@ def test_serialized_trace_and_gzip_load(tmp_path: Any) -> None:
     import gzip
 
     prof = profile_program()
-    raw = tmp_path / "t.fsbin"
-    raw.write_bytes(prof.serialize())
+    raw = tmp_path / "t.fstrace"
+    prof.save(raw)
     gz = tmp_path / "t.json.gz"
     prof.export_chrome_trace(tmp_path / "t.json")
     gz.write_bytes(gzip.compress((tmp_path / "t.json").read_bytes()))
@@ -108,7 +108,7 @@ def test_serialized_trace_and_gzip_load(tmp_path: Any) -> None:
         assert any("leaf" in n for n in data.names.names)
     bad = tmp_path / "bad.bin"
     bad.write_bytes(b"not a trace")
-    with pytest.raises(ValueError, match="neither a Chrome JSON trace nor"):
+    with pytest.raises(ValueError, match="neither a Chrome JSON trace nor a saved"):
         report.load(bad)
     empty = tmp_path / "empty.json"
     empty.write_text('{"traceEvents": []}')
@@ -165,10 +165,19 @@ def test_cli_report(tmp_path: Any) -> None:
     assert bad.returncode == 1 and "framescope report:" in bad.stderr
 
 
-def test_export_html(tmp_path: Any) -> None:
+def test_export_html_and_the_export_dispatch(tmp_path: Any) -> None:
     prof = profile_program()
     prof.export_html(tmp_path / "x.html")
-    assert "report-data" in (tmp_path / "x.html").read_text()
+    prof.export(tmp_path / "y.html")
+    for name in ("x.html", "y.html"):
+        assert "report-data" in (tmp_path / name).read_text()
+    # a saved trace converts to a report too
+    prof.save(tmp_path / "t.fstrace")
+    subprocess.run([sys.executable, "-m", "framescope", "convert", str(tmp_path / "t.fstrace"),
+                    str(tmp_path / "z.html")], check=True, capture_output=True)
+    assert "report-data" in (tmp_path / "z.html").read_text()
+    with pytest.raises(ValueError, match="not compressed"):
+        prof.export(tmp_path / "w.html.gz")
 
 
 # ---- the page in a real browser (one Python version: the CI's Chromium run) -----------------

@@ -12,7 +12,7 @@ from typing import Any
 from framescope._core import is_enabled, mark, record_function, record_memory
 from framescope import eval_frame
 from framescope.events import Event, EventList, MemoryEvent
-from framescope.profiler import label_calls, profile
+from framescope.profiler import label_calls, load, profile
 
 __all__ = [
     "Event",
@@ -21,6 +21,7 @@ __all__ = [
     "get_include",
     "is_enabled",
     "label_calls",
+    "load",
     "load_ipython_extension",
     "MemoryEvent",
     "mark",

@@ -14,6 +14,7 @@ import types
 import zipfile
 from typing import Sequence
 
+from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
 from framescope.profiler import profile
 
 
@@ -29,10 +30,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run a script or module under the profiler, write a trace, print a summary",
         usage="framescope run [options] (script.py | -m module) [args ...]",
     )
-    run.add_argument("-o", "--output", default="framescope.trace.json",
-                     help="trace file to write (default: %(default)s)")
-    run.add_argument("-f", "--format", choices=["chrome", "pstats"], default="chrome",
-                     help="trace format: Chrome JSON (Perfetto UI) or cProfile pstats")
+    run.add_argument("-o", "--output", default=None,
+                     help="trace file to write; its extension picks the format (.json, .json.gz, "
+                          ".pftrace, .speedscope.json, .collapsed, .prof, .fstrace; default: "
+                          "framescope.trace + the format's extension)")
+    run.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
+                     help="trace format (default: from -o's extension, else chrome)")
     run.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script")
     run.add_argument("--c-calls", action="store_true", help="also record builtins")
     run.add_argument("--backend", default="auto",
@@ -45,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
     _add_torch_options(run)
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
+    add_trace_commands(sub)
     _add_report_parser(sub)
     return parser
 
@@ -57,8 +61,8 @@ def _add_report_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
         help="write a self-contained HTML report (flame graph per thread, summary table)",
         usage="framescope report TRACE [-o report.html]",
     )
-    report.add_argument("trace", help="a Chrome JSON trace (.json, .json.gz: framescope's, "
-                                      "torch.profiler's, ...) or a serialized framescope trace")
+    report.add_argument("trace", help="a saved framescope trace (.fstrace) or a Chrome JSON "
+                                      "trace (.json, .json.gz: framescope's, torch.profiler's)")
     report.add_argument("-o", "--output", default=None,
                         help="HTML file to write (default: TRACE with .html)")
     report.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_NODES,
@@ -155,6 +159,11 @@ def run(opts: argparse.Namespace) -> int:
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
 
     try:
+        output, output_format = resolve_output(opts.output, opts.format)
+    except ValueError as exc:
+        print(f"framescope run: {exc}", file=sys.stderr)
+        return 2
+    try:
         prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
                        memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
                        record_shapes=opts.record_shapes)
@@ -179,13 +188,10 @@ def run(opts: argparse.Namespace) -> int:
     finally:
         prof.stop()
         sys.stdout.flush()
-        if opts.format == "pstats":
-            prof.export_pstats(opts.output)
-        else:
-            prof.export_chrome_trace(opts.output)
+        prof.export(output, format=output_format)
         if opts.limit > 0:
             print(prof.summary(limit=opts.limit, sort_by=opts.sort), file=sys.stderr)
-        print(f"framescope: trace written to {opts.output} (backend: {prof.backend})",
+        print(f"framescope: trace written to {output} (backend: {prof.backend})",
               file=sys.stderr)
     return code
 
@@ -196,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(opts)
     if opts.command == "report":
         return report(opts)
-    return 2
+    return run_trace_command(opts)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The HTML report: one self-contained file with a flame graph (icicle) per thread and a summary
-table (``framescope report TRACE -o report.html``, ``profile.export_html``).
+table (``framescope report TRACE -o report.html``, ``profile.export("x.html")``,
+``profile.export_html``).
 
 The page needs no network: its script, style and data are inlined. Call stacks are aggregated
 by path (a flame graph, not a timeline), so the file's size depends on the number of distinct
@@ -36,6 +37,7 @@ class Span:
     category: str
     start_ns: int
     duration_ns: int
+    depth: int = 0  # known depth (Python frames with ids): orders spans that start and end alike
 
 
 @dataclass
@@ -158,7 +160,9 @@ def _spans_to_trees(
         tree = ThreadTree(label)
         # (end, node, child time) of the open spans
         stack: list[list[int]] = []
-        for s in sorted(spans, key=lambda s: (s.start_ns, -s.duration_ns)):
+        order = sorted(range(len(spans)),
+                       key=lambda i: (spans[i].start_ns, -spans[i].duration_ns, spans[i].depth, i))
+        for s in (spans[i] for i in order):
             end = s.start_ns + s.duration_ns
             while stack and s.start_ns >= stack[-1][0]:  # spans that ended before this one
                 _close(stack.pop(), tree, names, stats)
@@ -193,6 +197,7 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
     spans: dict[tuple[Any, Any], list[Span]] = {}
     open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     lo, hi, count = None, None, 0
+    depth_of = _python_depths(events)
     for e in events:
         if not isinstance(e, dict):
             continue
@@ -216,7 +221,7 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
             span = Span(str(b.get("name", "")), str(b.get("cat", "")), start, ts - start)
         else:
             span = Span(str(e.get("name", "")), str(e.get("cat", "")), ts,
-                        int(round(float(e.get("dur", 0)) * 1000)))
+                        int(round(float(e.get("dur", 0)) * 1000)), depth_of(e))
         if span.duration_ns < 0:
             continue
         spans.setdefault(key, []).append(span)
@@ -247,6 +252,36 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
     return _finish(title, names, trees, rows, (hi or 0) - (lo or 0), count, notes)
 
 
+def _python_depths(events: list[Any]) -> Any:
+    """Depth of Python frames from their "Python id"/"Python parent id" args (framescope and
+    torch write them), for spans whose times cannot tell parent from child: frames running when
+    the session started all begin at its start, and may all end at its stop."""
+    parent: dict[tuple[Any, Any], Any] = {}
+    for e in events:
+        args = e.get("args") if isinstance(e, dict) else None
+        if isinstance(args, dict) and "Python id" in args:
+            parent[(e.get("pid"), args["Python id"])] = args.get("Python parent id")
+    memo: dict[tuple[Any, Any], int] = {}
+
+    def depth(e: dict[str, Any]) -> int:
+        args = e.get("args")
+        if not isinstance(args, dict) or "Python id" not in args:
+            return 0
+        pid = e.get("pid")
+        key = (pid, args["Python id"])
+        chain = []
+        while key in parent and key not in memo and len(chain) <= len(parent):
+            chain.append(key)
+            key = (pid, parent[key])
+        d = memo.get(key, -1)
+        for k in reversed(chain):
+            d += 1
+            memo[k] = d
+        return memo.get((pid, args["Python id"]), 0)
+
+    return depth
+
+
 def _as_int(v: Any) -> int:
     try:
         return int(v)
@@ -255,28 +290,30 @@ def _as_int(v: Any) -> int:
 
 
 def load(path: str | os.PathLike[str]) -> ReportData:
-    """Reads a trace file for a report: Chrome JSON (``.json``, ``.json.gz``) or framescope's
-    serialized trace (``profile.serialize()`` bytes). ValueError for anything else."""
+    """Reads a trace file for a report: Chrome JSON (``.json``, ``.json.gz``: framescope's,
+    torch.profiler's, ...) or a framescope trace saved with ``profile.save()`` (``.fstrace``).
+    ValueError for anything else."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        data = f.read()
     title = os.path.basename(path)
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    head = data[:64].lstrip()
-    if head[:1] in (b"{", b"["):
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
+        with open(path, "rb") as f:
+            data = f.read()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
         try:
             doc = json.loads(data)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"{path}: not valid JSON ({exc})") from None
         return from_chrome_json(doc, title)
     from framescope._core import Trace
 
     try:
-        trace = Trace.deserialize(data)
-    except (ValueError, RuntimeError) as exc:  # _core raises RuntimeError for bad bytes
+        trace = Trace.load(path)
+    except (ValueError, RuntimeError) as exc:
         raise ValueError(
-            f"{path}: neither a Chrome JSON trace nor a serialized framescope trace ({exc})"
+            f"{path}: neither a Chrome JSON trace nor a saved framescope trace ({exc})"
         ) from None
     return from_trace(trace, title)
 
