@@ -41,7 +41,7 @@ def node_paths(tree: report.ThreadTree, names: list[str]) -> dict[tuple[str, ...
         path = []
         p = n
         while p > 0:
-            path.append(names[tree.name[p]].rsplit(": ", 1)[-1])
+            path.append(names[tree.name[p]].rsplit(": ", 1)[-1].rsplit(".", 1)[-1])
             p = tree.parent[p]
         out[tuple(reversed(path))] = tree.calls[n]
     return out
@@ -76,6 +76,34 @@ def test_paths_are_aggregated_with_calls_and_self_time() -> None:
                                 if t["parent"][j] == 0)
     rows = {r[0].rsplit(": ", 1)[-1]: r for r in payload["table"]}
     assert rows["leaf"][2] == 8 and rows["mid"][2] == 3 and rows["block"][1] == "user_annotation"
+
+
+def test_a_range_open_across_a_return_goes_under_the_caller(tmp_path: Any) -> None:
+    # as torch.profiler.record_function does: the range opens inside one function (__enter__)
+    # and closes inside another (__exit__)
+    r = framescope.record_function("crossing")
+
+    def begin() -> None:
+        r.__enter__()
+
+    def end() -> None:
+        r.__exit__(None, None, None)
+
+    def caller() -> None:  # as a with-block: enter, the body, exit
+        begin()
+        mid()
+        end()
+
+    with framescope.profile() as prof:
+        caller()
+    prof.export_chrome_trace(tmp_path / "t.json")
+    for data in (report.from_trace(prof.trace, "t"), report.load(tmp_path / "t.json")):
+        (main,) = [t for t in data.threads if "MainThread" in t.label]
+        paths = {p[-3:]: c for p, c in node_paths(main, data.names.names).items()}
+        assert paths[("caller", "crossing", "mid")] == 1, paths
+        assert ("caller", "begin", "crossing") not in paths
+        for n in range(1, len(main.name)):  # no slice is wider than its parent
+            assert main.total[n] <= main.total[main.parent[n]] or main.parent[n] == 0
 
 
 def test_chrome_json_gives_the_same_tree_as_the_trace(tmp_path: Any) -> None:

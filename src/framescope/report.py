@@ -115,11 +115,20 @@ def from_trace(trace: Trace, title: str = "framescope report") -> ReportData:
     trees: dict[int, ThreadTree] = {}
     n = len(trace)
     node_of = array("l", [0]) * n
+    end_of = array("q", [0]) * n
+    parent_of = array("q", [-1]) * n
     symbol_name: dict[tuple[int, str], int] = {}
     for i in range(n):
-        name, cat, thread, _start, dur, parent, _depth, symbol, _cid = trace.event(i)
+        name, cat, thread, start, dur, parent, _depth, symbol, _cid = trace.event(i)
         if dur < 0:  # instants
             continue
+        end = end_of[i] = start + dur
+        # A range left open across the return of the frame it began in (torch's
+        # record_function opens inside __enter__) goes under the nearest caller that contains
+        # it, so that no slice of the flame graph is wider than its parent.
+        while parent >= 0 and end_of[parent] < end:
+            parent = parent_of[parent]
+        parent_of[i] = parent
         tree = trees.get(thread)
         if tree is None:
             pid, os_tid, _pthread, tname = infos[thread]
@@ -166,11 +175,16 @@ def _spans_to_trees(
             end = s.start_ns + s.duration_ns
             while stack and s.start_ns >= stack[-1][0]:  # spans that ended before this one
                 _close(stack.pop(), tree, names, stats)
-            node = tree.child(stack[-1][1] if stack else 0, names.get(s.name, s.category))
+            # the parent: the innermost open span that contains this one (a range left open
+            # across its frame's return goes under the caller, as in from_trace)
+            k = len(stack) - 1
+            while k >= 0 and stack[k][0] < end:
+                k -= 1
+            node = tree.child(stack[k][1] if k >= 0 else 0, names.get(s.name, s.category))
             tree.total[node] += s.duration_ns
             tree.calls[node] += 1
-            if stack:
-                stack[-1][2] += s.duration_ns
+            if k >= 0:
+                stack[k][2] += s.duration_ns
             stack.append([end, node, 0, s.duration_ns])
         while stack:
             _close(stack.pop(), tree, names, stats)
