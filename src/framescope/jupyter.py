@@ -1,7 +1,7 @@
 """IPython / Jupyter magics: ``%load_ext framescope``, then ``%%framescope`` profiles a cell and
 ``%framescope statement`` one line; the summary is printed under the cell's output and the trace
-written to a file (``-o``: ``.json`` Chrome trace, ``.html`` report shown inline, ``.prof``
-pstats).
+written to a file (``-o``: its extension picks the format as in ``profile.export``: ``.json``
+Chrome trace, ``.pftrace``, ``.prof``, ``.fstrace``..., and ``.html``, a report also shown inline).
 
 Options: ``-o PATH`` (default ``framescope-<cell number>.json``), ``--no-stack`` (record ranges
 only, no Python calls: ``with_stack=False``), ``--c-calls`` (builtins too), ``--torch-ops``,
@@ -23,8 +23,8 @@ from framescope.profiler import profile
 
 
 @magics_class
-class FramescopeMagics(Magics):  # type: ignore[misc]  # IPython is untyped
-    @line_cell_magic  # type: ignore[misc]
+class FramescopeMagics(Magics):
+    @line_cell_magic
     def framescope(self, line: str, cell: str | None = None) -> None:
         """Profile a cell (``%%framescope [options]``) or a statement
         (``%framescope [options] statement``) with framescope. See framescope.jupyter."""
@@ -55,31 +55,30 @@ class FramescopeMagics(Magics):  # type: ignore[misc]  # IPython is untyped
         except (RuntimeError, ValueError) as exc:
             print(f"framescope: {exc}")
             return
+        shell = self.shell
+        if shell is None:
+            print("framescope: no IPython shell to run the cell in")
+            return
         prof.start()
         try:
-            self.shell.run_cell(code, store_history=False)  # shows output and errors
+            shell.run_cell(code, store_history=False)  # type: ignore[no-untyped-call]
         finally:
             prof.stop()
-        _write(prof, output)
+        try:
+            prof.export(output)  # the extension picks the format, .html included
+        except (OSError, ValueError) as exc:
+            print(f"framescope: {exc}")
+            return
         if limit > 0:
             print(prof.summary(limit=limit, sort_by=sort_by))  # type: ignore[arg-type]
         print(f"framescope: trace written to {output} (backend: {prof.backend})")
         if output.endswith(".html"):
             with open(output, encoding="utf-8") as f:
                 page = f.read()
-            display(HTML(
+            display(HTML(  # type: ignore[no-untyped-call]
                 f'<iframe srcdoc="{html.escape(page, quote=True)}" '
                 'style="width:100%;height:600px;border:1px solid #ddd"></iframe>'
             ))
-
-
-def _write(prof: profile, output: str) -> None:
-    if output.endswith(".html"):
-        prof.export_html(output)
-    elif output.endswith((".prof", ".pstats")):
-        prof.export_pstats(output)
-    else:
-        prof.export_chrome_trace(output)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -143,11 +143,11 @@ class Recorder:
 
     def table(self) -> list[str]:
         rows = sorted(
-            ((n, *v) for n, v in self.totals.items() if not n.startswith(_RUNNER_PREFIXES)),
-            key=lambda r: r[3], reverse=True,
+            ((n, v) for n, v in self.totals.items() if not n.startswith(_RUNNER_PREFIXES)),
+            key=lambda r: r[1][2], reverse=True,
         )[: self.top]
         lines = [f"{'calls':>10} {'self ms':>10} {'total ms':>10}  function"]
-        for name, calls, total, self_ns in rows:
+        for name, (calls, total, self_ns) in rows:
             lines.append(f"{calls:>10} {self_ns / 1e6:10.3f} {total / 1e6:10.3f}  {name}")
         return lines
 

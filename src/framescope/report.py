@@ -283,7 +283,7 @@ def _python_depths(events: list[Any]) -> Any:
             return 0
         pid = e.get("pid")
         key = (pid, args["Python id"])
-        chain = []
+        chain: list[tuple[Any, Any]] = []
         while key in parent and key not in memo and len(chain) <= len(parent):
             chain.append(key)
             key = (pid, parent[key])
