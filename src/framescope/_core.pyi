@@ -166,6 +166,19 @@ def _clock_floor_eval_hook(enable: bool) -> None:
     and stores two 16-byte events in a small ring: the limit of any tracer that times every call
     (bench/tracer_overhead.py)."""
 
+# --- torch ops (cpp/python/torch_ops.cpp; used by framescope.torch_ops)
+
+def _torch_ops_attach() -> tuple[str, bool]:
+    """Finds torch's RecordFunction functions in the loaded libtorch: (library path, whether
+    input dtypes are available). RuntimeError when torch is not loaded or lacks one."""
+def _torch_ops_probe(fn: Callable[[], object], /) -> list[tuple[str, int, list[list[int]], list[str]]]:
+    """Calls fn() under the observer and returns (name, torch scope, input sizes, input types)
+    of each op it saw on this thread, recording nothing."""
+def _torch_ops_enable(record_inputs: bool, /) -> None:
+    """Registers the observer: torch ops record into the active session (idempotent)."""
+def _torch_ops_disable() -> None:
+    """Removes the observer (idempotent)."""
+
 # --- eval_frame API
 # (cpp/python/eval_frame_*.cpp; public names and docs in framescope.eval_frame)
 

@@ -46,9 +46,52 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
                      help="summary order (default: self time)")
     run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
+    _add_torch_options(run)
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
     add_trace_commands(sub)
+    _add_report_parser(sub)
     return parser
+
+
+def _add_report_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from framescope.report import DEFAULT_MAX_NODES
+
+    report = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report (flame graph per thread, summary table)",
+        usage="framescope report TRACE [-o report.html]",
+    )
+    report.add_argument("trace", help="a saved framescope trace (.fstrace) or a Chrome JSON "
+                                      "trace (.json, .json.gz: framescope's, torch.profiler's)")
+    report.add_argument("-o", "--output", default=None,
+                        help="HTML file to write (default: TRACE with .html)")
+    report.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_NODES,
+                        help="call paths kept in the flame graphs (default: %(default)s)")
+
+
+def report(opts: argparse.Namespace) -> int:
+    from framescope import report as html_report
+
+    output = opts.output
+    if output is None:
+        base = opts.trace[:-3] if opts.trace.endswith(".gz") else opts.trace
+        output = os.path.splitext(base)[0] + ".html"
+    try:
+        data = html_report.load(opts.trace)
+        html_report.write(data, output, max_nodes=opts.max_nodes)
+    except (OSError, ValueError) as exc:
+        print(f"framescope report: {exc}", file=sys.stderr)
+        return 1
+    print(f"framescope: report written to {output}", file=sys.stderr)
+    return 0
+
+
+def _add_torch_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--torch-ops", action="store_true",
+                     help="also record torch operators (aten::...) through torch's "
+                          "RecordFunction observers")
+    run.add_argument("--record-shapes", action="store_true",
+                     help="keep input shapes of torch operators and ranges that provide them")
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -120,8 +163,13 @@ def run(opts: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"framescope run: {exc}", file=sys.stderr)
         return 2
-    prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
-                   memory_limit=opts.memory_limit)
+    try:
+        prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
+                       memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
+                       record_shapes=opts.record_shapes)
+    except RuntimeError as exc:  # torch_ops without a usable torch
+        print(f"framescope run: {exc}", file=sys.stderr)
+        return 2
     code = 0
     prof.start()
     try:
@@ -152,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = _parser().parse_args(argv)
     if opts.command == "run":
         return run(opts)
+    if opts.command == "report":
+        return report(opts)
     return run_trace_command(opts)
 
 

@@ -15,7 +15,7 @@ from framescope.events import EventList, MemoryEvent
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
 ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof", "speedscope",
-                       "collapsed", "fstrace"]
+                       "collapsed", "fstrace", "html"]
 
 
 def _fspath(path: str | os.PathLike[str]) -> str:
@@ -152,6 +152,10 @@ class profile:
             (3.12+) or ``"setprofile"`` (3.10/3.11).
         memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
+        torch_ops: also record torch's operators (``aten::...``), autograd nodes and
+            ``torch.profiler.record_function`` ranges through torch's RecordFunction
+            observers, with input shapes when ``record_shapes``; RuntimeError when torch is
+            missing or unsupported (see ``framescope.torch_ops``).
     """
 
     def __init__(
@@ -165,6 +169,7 @@ class profile:
         backend: Backend = "auto",
         memory_limit: int | str = "1GiB",
         on_limit: Literal["stop", "keep_newest"] = "stop",
+        torch_ops: bool = False,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
@@ -182,6 +187,11 @@ class profile:
         if self._memory_limit <= 0:
             raise ValueError("memory_limit must be positive")
         self._keep_newest = on_limit == "keep_newest"
+        self.torch_ops = torch_ops
+        if torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
         self._trace: _core.Trace | None = None
         self._running = False
 
@@ -208,6 +218,10 @@ class profile:
             keep_newest=self._keep_newest,
         )
         del frames
+        if self.torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.enable(self.record_shapes)
         self._running = True
         return self
 
@@ -217,6 +231,10 @@ class profile:
         # By native id: pthread ids are reused by threads started after others exited.
         names = [(t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None]
         self._running = False
+        if self.torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.disable()
         self._trace = _core._stop(names)
         for warning in self.warnings:
             print(warning, file=sys.stderr)
@@ -273,7 +291,8 @@ class profile:
         """Writes the trace to ``path``, in ``format`` or else the one its extension names:
         ``.json`` (Chrome JSON), ``.pftrace`` (Perfetto protobuf), ``.speedscope.json``,
         ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
-        (framescope's own, as ``save()``); ``.gz`` after a text format compresses it.
+        (framescope's own, as ``save()``), ``.html`` (the report page: a flame graph per thread
+        and a summary table, framescope.report); ``.gz`` after a text format compresses it.
 
         The file is replaced atomically (a failed write leaves an older one intact). Exports
         longer than about a second show progress on stderr when it is a terminal.
@@ -291,6 +310,15 @@ class profile:
         which ``framescope.load(path)`` reads back and ``framescope convert`` turns into any
         format."""
         self.trace.save(_fspath(path))
+
+    def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
+        """Writes a self-contained HTML report: a flame graph per thread and a summary table
+        (``max_nodes`` bounds the call paths kept; see framescope.report)."""
+        from framescope import report
+
+        p = _fspath(path)
+        data = report.from_trace(self.trace, os.path.basename(p))
+        report.write(data, p, max_nodes=max_nodes or report.DEFAULT_MAX_NODES)
 
     def stats(self) -> list[tuple[str, int, int, int]]:
         """(name, calls, total ns, self ns) per function or range, by self time."""
