@@ -197,7 +197,8 @@ def test_options_after_the_module_go_to_the_module(tmp_path: Path) -> None:
         (["--memory-limit", "banana"], "'banana' is not a size"),
         (["--memory-limit", "1KB"], "at least 256KiB"),
         (["-o", "/nonexistent-framescope-dir/x.json"], "no directory"),
-        (["-o", "."], "is a directory"),
+        (["-o", "adir.json"], "is a directory"),
+        (["-o", "x.unknown"], "cannot tell the format"),
         (["--backend", "nope"], "invalid choice"),
         (["--limit", "many"], "invalid int value"),
         (["-m"], "expected a module name"),
@@ -206,6 +207,7 @@ def test_options_after_the_module_go_to_the_module(tmp_path: Path) -> None:
 def test_bad_options_fail_before_the_program_runs(tmp_path: Path, options: list[str],
                                                   message: str) -> None:
     write(tmp_path / "marker.py", "open('ran', 'w').close()\n")
+    (tmp_path / "adir.json").mkdir()
     args = options if options == ["-m"] else [*options, "marker.py"]
     out = subprocess.run(framescope_cmd(*args), cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)

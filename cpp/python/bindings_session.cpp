@@ -1,14 +1,8 @@
-// cpp/python/bindings_session.cpp: nanobind bindings of the replayed Trace and tracer queries.
+// cpp/python/bindings_session.cpp: nanobind bindings of tracer queries and settings (session
+// start/stop, marks and memory samples: session_control.cpp).
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
-#include <nanobind/stl/vector.h>
 
-#include <memory>
-
-#include "framescope/chrome_trace.h"
-#include "framescope/session.h"
 #include "stack_segments.h"
 #include "tracer_api.h"
 
@@ -16,27 +10,6 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace framescope::py {
-
-namespace {
-
-// The Python view of a replayed trace: shared so that event views keep it alive.
-struct PyTrace {
-  std::shared_ptr<Trace> trace;
-  std::string backend;
-};
-
-nb::tuple event_tuple(const Trace& t, size_t i) {
-  if (i >= t.events.size()) throw nb::index_error("event index out of range");
-  const TraceEvent& e = t.events[i];
-  return nb::make_tuple(t.symbols[e.symbol].name, category_name(e.category), e.thread, e.start_ns,
-                        e.dur_ns, e.parent, e.depth, e.symbol, int(e.category));
-}
-
-}  // namespace
-
-nb::object make_py_trace(std::shared_ptr<Trace> trace, std::string backend) {
-  return nb::cast(PyTrace{std::move(trace), std::move(backend)});
-}
 
 void bind_session(nb::module_& m) {
   m.def("_backend", &tracer_backend_description);
@@ -55,129 +28,6 @@ void bind_session(nb::module_& m) {
         if (!tracer_label_calls(code.ptr(), label)) throw nb::python_error();
       },
       "code"_a, "label"_a);
-
-  nb::class_<PyTrace>(m, "Trace")
-      .def("__len__", [](const PyTrace& t) { return t.trace->events.size(); })
-      .def(
-          "event", [](const PyTrace& t, size_t i) { return event_tuple(*t.trace, i); }, "i"_a)
-      .def(
-          "symbol",
-          [](const PyTrace& t, uint32_t s) {
-            if (s >= t.trace->symbols.size()) throw nb::index_error("symbol out of range");
-            const Symbol& sym = t.trace->symbols[s];
-            return nb::make_tuple(sym.name, sym.file, sym.line, sym.function);
-          },
-          "s"_a)
-      .def_prop_ro("symbol_count", [](const PyTrace& t) { return t.trace->symbols.size(); })
-      .def(
-          "find",
-          [](const PyTrace& t, const std::string& name) {
-            std::vector<size_t> out;
-            const auto& tr = *t.trace;
-            for (size_t i = 0; i < tr.events.size(); ++i) {
-              if (tr.symbols[tr.events[i].symbol].name == name) out.push_back(i);
-            }
-            return out;
-          },
-          "name"_a, "Indices of the events with this exact name.")
-      .def(
-          "detail",
-          [](const PyTrace& t, size_t i) -> nb::object {
-            const auto& tr = *t.trace;
-            if (i >= tr.events.size()) throw nb::index_error("event index out of range");
-            if (tr.events[i].detail == UINT32_MAX) return nb::none();
-            const EventDetail& d = tr.details[tr.events[i].detail];
-            nb::list inputs;
-            for (const RangeInput& in : d.inputs) {
-              switch (in.kind) {
-                case RangeInput::Kind::kShape:
-                  inputs.append(nb::cast(in.shape));
-                  break;
-                case RangeInput::Kind::kInt:
-                  inputs.append(in.int_value);
-                  break;
-                case RangeInput::Kind::kDouble:
-                  inputs.append(in.double_value);
-                  break;
-                case RangeInput::Kind::kString:
-                  inputs.append(in.text);
-                  break;
-                default:
-                  inputs.append(nb::none());
-              }
-            }
-            return nb::make_tuple(d.handle, d.seq_nr, d.flops, inputs);
-          },
-          "i"_a)
-      .def_prop_ro("threads",
-                   [](const PyTrace& t) {
-                     nb::list out;
-                     for (const ThreadInfo& th : t.trace->threads) {
-                       out.append(nb::make_tuple(th.pid, th.os_tid, th.pthread_id, th.name));
-                     }
-                     return out;
-                   })
-      .def("stats",
-           [](const PyTrace& t) {
-             nb::list out;
-             for (const SymbolStats& s : t.trace->stats()) {
-               const Symbol& sym = t.trace->symbols[s.symbol];
-               out.append(nb::make_tuple(sym.name, s.calls, s.total_ns, s.self_ns, sym.file,
-                                         sym.line, sym.function));
-             }
-             return out;
-           })
-      .def(
-          "export_chrome_trace",
-          [](const PyTrace& t, const std::string& path) {
-            nb::gil_scoped_release release;
-            write_chrome_trace(*t.trace, path);
-          },
-          "path"_a)
-      .def("serialize",
-           [](const PyTrace& t) {
-             std::string s = t.trace->serialize();
-             return nb::bytes(s.data(), s.size());
-           })
-      .def_static(
-          "deserialize",
-          [](nb::handle data) {
-            if (!PyBytes_Check(data.ptr())) {
-              PyErr_Format(PyExc_TypeError, "Trace.deserialize: data must be bytes, not %.100s",
-                           Py_TYPE(data.ptr())->tp_name);
-              throw nb::python_error();
-            }
-            PyTrace t;
-            try {
-              t.trace = std::make_shared<Trace>(Trace::deserialize(std::string_view(
-                  PyBytes_AS_STRING(data.ptr()), size_t(PyBytes_GET_SIZE(data.ptr())))));
-            } catch (const std::runtime_error& e) {  // malformed input, as documented
-              throw nb::value_error(e.what());
-            }
-            t.backend = "deserialized";
-            return t;
-          },
-          "data"_a)
-      .def(
-          "merge",
-          [](PyTrace& t, const PyTrace& other, int64_t offset_ns) {
-            t.trace->merge(*other.trace, offset_ns);
-          },
-          "other"_a, "offset_ns"_a = 0)
-      .def_prop_ro("warnings", [](const PyTrace& t) { return t.trace->warnings; })
-      .def_prop_ro("dropped_events", [](const PyTrace& t) { return t.trace->dropped_events; })
-      .def_prop_ro("recorded_events", [](const PyTrace& t) { return t.trace->recorded_events; })
-      .def_prop_ro("start_ns", [](const PyTrace& t) { return t.trace->start_ns; })
-      .def_prop_ro("stop_ns", [](const PyTrace& t) { return t.trace->stop_ns; })
-      .def_prop_ro("backend", [](const PyTrace& t) { return t.backend; })
-      .def_prop_ro("memory", [](const PyTrace& t) {
-        nb::list out;
-        for (const MemorySample& m : t.trace->memory) {
-          out.append(nb::make_tuple(m.time_ns, m.thread, m.address, m.bytes, m.total_allocated,
-                                    m.total_reserved, m.device));
-        }
-        return out;
-      });
 }
 
 }  // namespace framescope::py

@@ -13,8 +13,11 @@
 #include <memory>
 
 #include "framescope/session.h"
+#include "framescope/stored_trace.h"
 #include "py_text.h"
+#include "session_impl.h"
 #include "thread_names.h"
+#include "trace_handle.h"
 #include "tracer_api.h"
 
 namespace nb = nanobind;
@@ -22,13 +25,24 @@ using namespace nb::literals;
 
 namespace framescope::py {
 
-/// The Python Trace object of a replayed trace (bindings_session.cpp).
-nb::object make_py_trace(std::shared_ptr<Trace> trace, std::string backend);
-
 namespace {
 
 // The profile object that started the running session (strong), null when none runs. GIL.
 PyObject* g_owner = nullptr;
+// The running session records torch operators (torch_ops.cpp's observers). GIL.
+bool g_torch_ops = false;
+
+// Calls framescope._core.<name>(arg) or (), a C function of torch_ops.cpp (no bytecode runs).
+// False with a Python exception set.
+bool call_core(const char* name, PyObject* arg) {
+  PyObject* core = PyImport_ImportModule("framescope._core");          // new
+  PyObject* fn = core ? PyObject_GetAttrString(core, name) : nullptr;  // new
+  PyObject* r = fn ? (arg ? PyObject_CallOneArg(fn, arg) : PyObject_CallNoArgs(fn)) : nullptr;
+  Py_XDECREF(r);
+  Py_XDECREF(fn);
+  Py_XDECREF(core);
+  return r != nullptr;
+}
 
 TracerBackend parse_backend(const std::string& name) {
   if (name == "frame_hook") return TracerBackend::kFrameHook;
@@ -49,7 +63,7 @@ bool set_owner_state(PyObject* owner, bool running, PyObject* trace) {
 void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bool with_flops,
                    const std::string& backend, bool c_calls,
                    const std::vector<std::string>& prune_prefixes, nb::handle current_frames,
-                   size_t memory_limit, bool keep_newest, bool propagated_only) {
+                   size_t memory_limit, bool keep_newest, bool propagated_only, bool torch_ops) {
   SessionConfig config;
   config.record_shapes = record_shapes;
   config.profile_memory = profile_memory;
@@ -73,9 +87,11 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
   // Before the tracer: it must know threading's bootstrap code from the first frame it sees.
   if (options.backend != TracerBackend::kNone) thread_names_start();
   if (!tracer_start(options, current_frames.ptr()) ||
+      (torch_ops && !call_core("_torch_ops_enable", record_shapes ? Py_True : Py_False)) ||
       !set_owner_state(owner.ptr(), true, Py_None)) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
+    if (torch_ops && !call_core("_torch_ops_disable", nullptr)) PyErr_Clear();
     tracer_release();
     disable_profiler();
     thread_names_release();
@@ -83,6 +99,7 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
     throw nb::python_error();
   }
   g_owner = Py_NewRef(owner.ptr());
+  g_torch_ops = torch_ops;
 }
 
 // Stops the session `owner` started: its trace goes to owner._trace (None unless `keep`).
@@ -91,6 +108,8 @@ bool stop_session(nb::handle owner, bool keep) {
   if (!g_owner || owner.ptr() != g_owner) return false;
   PyObject* const owner_ref = g_owner;  // the session's reference, dropped at the end
   g_owner = nullptr;
+  if (g_torch_ops && !call_core("_torch_ops_disable", nullptr)) PyErr_Clear();
+  g_torch_ops = false;
   auto names = thread_names_collect();
   thread_names_release();
   const std::string backend = tracer_backend_description();
@@ -104,12 +123,11 @@ bool stop_session(nb::handle owner, bool keep) {
   nb::object trace = nb::none();
   try {
     if (keep && raw) {
-      auto replayed = std::make_shared<Trace>(replay(*raw, tracer_resolver()));
-      for (ThreadInfo& t : replayed->threads) {
-        auto it = names.find(t.os_tid);
-        if (it != names.end()) t.name = it->second;
-      }
-      trace = make_py_trace(std::move(replayed), backend);
+      PyTrace out;
+      out.state->stored = std::make_shared<const StoredTrace>(
+          StoredTrace::from_raw(std::move(*raw), tracer_resolver(), {names.begin(), names.end()}));
+      out.state->backend = backend;
+      trace = nb::cast(std::move(out));
     }
   } catch (...) {
     // Out of memory in replay: the session is over all the same.
@@ -279,7 +297,7 @@ bool register_hook(const char* module, const char* fn, PyMethodDef* def, const c
 void bind_session_control(nb::module_& m) {
   m.def("_start", &start_session, "owner"_a, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
         "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
-        "keep_newest"_a, "propagated_only"_a = false);
+        "keep_newest"_a, "propagated_only"_a = false, "torch_ops"_a = false);
   m.def("_stop", &stop_session, "owner"_a, "keep"_a = true);
   m.def(
       "_session_owner", [] { return g_owner ? nb::borrow(g_owner) : nb::none(); },

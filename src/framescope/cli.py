@@ -16,6 +16,7 @@ import zipfile
 from typing import NoReturn, Sequence
 
 from framescope import __version__, _core
+from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
 from framescope.profiler import parse_memory_limit, profile
 
 
@@ -48,10 +49,12 @@ def _parser() -> argparse.ArgumentParser:
         "before the script or -m MODULE; everything after it goes to the program.",
         allow_abbrev=False,  # the target's arguments are split off by option name
     )
-    run.add_argument("-o", "--output", default="framescope.trace.json",
-                     help="trace file to write (default: %(default)s)")
-    run.add_argument("-f", "--format", choices=["chrome", "pstats"], default="chrome",
-                     help="trace format: Chrome JSON (Perfetto UI) or cProfile pstats")
+    run.add_argument("-o", "--output", default=None,
+                     help="trace file to write; its extension picks the format (.json, .json.gz, "
+                          ".pftrace, .speedscope.json, .collapsed, .prof, .fstrace; default: "
+                          "framescope.trace + the format's extension)")
+    run.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
+                     help="trace format (default: from -o's extension, else chrome)")
     run.add_argument("-m", dest="module", metavar="MODULE",
                      help="run a library module as a script (the rest of the line is its argv)")
     run.add_argument("--c-calls", action="store_true", help="also record builtins")
@@ -64,7 +67,51 @@ def _parser() -> argparse.ArgumentParser:
                      help="summary order (default: self time)")
     run.add_argument("--memory-limit", default="1GiB", type=_memory_limit_arg,
                      help="event buffer limit, e.g. 512MiB or 1.5GB (default: 1GiB)")
+    _add_torch_options(run)
+    add_trace_commands(sub)
+    _add_report_parser(sub)
     return parser
+
+
+def _add_report_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from framescope.report import DEFAULT_MAX_NODES
+
+    report = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report (flame graph per thread, summary table)",
+        usage="framescope report TRACE [-o report.html]",
+    )
+    report.add_argument("trace", help="a saved framescope trace (.fstrace) or a Chrome JSON "
+                                      "trace (.json, .json.gz: framescope's, torch.profiler's)")
+    report.add_argument("-o", "--output", default=None,
+                        help="HTML file to write (default: TRACE with .html)")
+    report.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_NODES,
+                        help="call paths kept in the flame graphs (default: %(default)s)")
+
+
+def report(opts: argparse.Namespace) -> int:
+    from framescope import report as html_report
+
+    output = opts.output
+    if output is None:
+        base = opts.trace[:-3] if opts.trace.endswith(".gz") else opts.trace
+        output = os.path.splitext(base)[0] + ".html"
+    try:
+        data = html_report.load(opts.trace)
+        html_report.write(data, output, max_nodes=opts.max_nodes)
+    except (OSError, ValueError) as exc:
+        print(f"framescope report: {exc}", file=sys.stderr)
+        return 1
+    print(f"framescope: report written to {output}", file=sys.stderr)
+    return 0
+
+
+def _add_torch_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--torch-ops", action="store_true",
+                     help="also record torch operators (aten::...) through torch's "
+                          "RecordFunction observers")
+    run.add_argument("--record-shapes", action="store_true",
+                     help="keep input shapes of torch operators and ranges that provide them")
 
 
 def _split_run_argv(
@@ -225,10 +272,7 @@ class _Finisher:
         for warning in self.prof.warnings:
             _say(warning)
         try:
-            if opts.format == "pstats":
-                self.prof.export_pstats(opts.output)
-            else:
-                self.prof.export_chrome_trace(opts.output)
+            self.prof.export(opts.output, format=opts.format)
         except (OSError, RuntimeError, ValueError) as e:
             _say(f"framescope: could not write the trace to {opts.output}: {e}")
             return self._end()
@@ -292,11 +336,22 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
         if not os.path.exists(target):
             print(f"framescope run: can't open file {target!r}: no such file", file=sys.stderr)
             return 2
-    if (problem := _check_output(opts.output)) is not None:
+    try:
+        output, output_format = resolve_output(opts.output, opts.format)
+    except ValueError as exc:
+        print(f"framescope run: error: {exc}", file=sys.stderr)
+        return 2
+    if (problem := _check_output(output)) is not None:
         print(f"framescope run: error: {problem}", file=sys.stderr)
         return 2
-    prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
-                   memory_limit=opts.memory_limit)
+    opts.output, opts.format = output, output_format
+    try:
+        prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
+                       memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
+                       record_shapes=opts.record_shapes)
+    except RuntimeError as exc:  # torch_ops without a usable torch
+        print(f"framescope run: error: {exc}", file=sys.stderr)
+        return 2
     if module is not None:
         sys.argv = [module, *target_argv]
         sys.path.insert(0, os.getcwd())
@@ -334,8 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         options, module, target_argv = _split_run_argv(run_parser, args[1:])
         opts = parser.parse_args(["run", *options])
         return run(opts, module, target_argv)
-    parser.parse_args(args)
-    return 2
+    opts = parser.parse_args(args)
+    if opts.command == "report":
+        return report(opts)
+    return run_trace_command(opts)
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
