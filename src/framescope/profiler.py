@@ -8,7 +8,7 @@ import sys
 import sysconfig
 import threading
 from types import FrameType, TracebackType
-from typing import Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from framescope import _core
 from framescope.events import EventList, MemoryEvent
@@ -18,7 +18,7 @@ from framescope.stepping import StepDriver
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
 ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof", "speedscope",
-                       "collapsed", "fstrace"]
+                       "collapsed", "fstrace", "html"]
 
 
 def _fspath(path: str | os.PathLike[str]) -> str:
@@ -74,6 +74,7 @@ def _current_stacks(skip_framescope: bool) -> dict[int, FrameType | tuple[FrameT
 #: How often a session with ``cpu_time=True`` reads each recording thread's CPU clock.
 CPU_SAMPLE_PERIOD_NS = 1_000_000
 
+
 def _file_globs(patterns: Sequence[str | os.PathLike[str]] | str | None, what: str) -> list[str]:
     """include_files/exclude_files as absolute fnmatch globs (see profile)."""
     if patterns is None:
@@ -94,23 +95,6 @@ def _file_globs(patterns: Sequence[str | os.PathLike[str]] | str | None, what: s
             out.append(text)
         else:
             out.append(os.path.join(os.getcwd(), text))
-    return out
-
-
-def _thread_names() -> list[tuple[int, str]]:
-    """(native id, name) of the live threads: by native id, as pthread ids are reused by threads
-    started after others exited.
-
-    Read from threading's table without running Python code: threading.enumerate() and the
-    ``name``/``native_id`` properties are Python functions, which a session still recording
-    would record as calls of the program."""
-    with getattr(threading, "_active_limbo_lock"):
-        threads = list(getattr(threading, "_active").values())
-    out: list[tuple[int, str]] = []
-    for t in threads:
-        native_id, name = getattr(t, "_native_id", None), getattr(t, "_name", None)
-        if isinstance(native_id, int) and isinstance(name, str):
-            out.append((native_id, name))
     return out
 
 
@@ -146,15 +130,41 @@ def _resolve_backend(backend: str) -> tuple[str, str | None]:
     return backend, None
 
 
-def _parse_bytes(limit: int | str) -> int:
+_MIN_MEMORY_LIMIT = 256 << 10  # one event chunk
+_BYTE_UNITS = {
+    "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+}
+_BYTE_FORMS = "an int of bytes or a string such as '512MiB', '1.5GB', '100000000' (units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+
+
+def parse_memory_limit(limit: object) -> int:
+    """Bytes of a ``memory_limit``: an int, or a number with a unit ("1.5GB", "512 MiB").
+
+    Raises TypeError for other types and ValueError, naming the accepted forms, for text that is
+    not such a size or a size below one event chunk (256 KiB)."""
+    if isinstance(limit, bool) or not isinstance(limit, (int, str)):
+        raise TypeError(f"memory_limit must be {_BYTE_FORMS}, not {type(limit).__name__}")
     if isinstance(limit, int):
-        return limit
-    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000, "mb": 10**6, "gb": 10**9}
-    text = limit.strip().lower()
-    for unit, factor in units.items():
-        if text.endswith(unit):
-            return int(float(text[: -len(unit)]) * factor)
-    return int(text)
+        value = limit
+    else:
+        text = limit.strip().lower().replace(" ", "").replace("_", "")
+        number, unit = text, "b"
+        for suffix in sorted(_BYTE_UNITS, key=len, reverse=True):
+            if text.endswith(suffix) and text[: -len(suffix)]:
+                number, unit = text[: -len(suffix)], suffix
+                break
+        try:
+            amount = float(number) if any(c in number for c in ".e") else int(number)
+            value = int(amount * _BYTE_UNITS[unit])
+        except (ValueError, OverflowError):
+            raise ValueError(f"memory_limit {limit!r} is not a size: give {_BYTE_FORMS}") from None
+    if value < _MIN_MEMORY_LIMIT:
+        raise ValueError(f"memory_limit must be at least 256KiB (one event chunk), not {limit!r}")
+    if value >= 1 << 63:
+        raise ValueError(f"memory_limit {limit!r} is too large")
+    return value
 
 
 def _label_torch_modules() -> None:
@@ -198,6 +208,10 @@ class profile:
             (3.12+) or ``"setprofile"`` (3.10/3.11).
         memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
+        torch_ops: also record torch's operators (``aten::...``), autograd nodes and
+            ``torch.profiler.record_function`` ranges through torch's RecordFunction
+            observers, with input shapes when ``record_shapes``; RuntimeError when torch is
+            missing or unsupported (see ``framescope.torch_ops``).
         cpu_time: also measure time on CPU: a thread of the session reads every recording
             thread's CPU clock about once a millisecond (the recording threads pay nothing);
             readers interpolate between readings (``key_averages()``'s ``on_cpu_time_total``,
@@ -207,6 +221,9 @@ class profile:
             once per step: each recorded step is a ``ProfilerStep#N`` range, waiting steps run
             no session, and each recorded cycle is a trace of its own. Without a schedule
             everything between start and stop is recorded.
+        on_trace_ready: called as ``on_trace_ready(prof)`` when a cycle's trace is ready
+            (``prof.trace`` is that cycle's; ``framescope.trace_handler(dir)`` writes it), and
+            at stop without a schedule.
         include_files: globs of the files whose Python frames are recorded (default: all).
         exclude_files: globs of files whose Python frames are not recorded. Both are decided
             once per code object at its first call, so a frame left out costs about what the
@@ -219,15 +236,20 @@ class profile:
             frames are never recorded.
         max_depth: Python frames with ``max_depth`` Python frames around them are left out, with
             everything they enclose (ranges, builtins): the trace keeps the outer
-            ``max_depth`` levels of Python calls (frames running at start count).
+            ``max_depth`` levels of Python calls (frames running at start count). Applied when
+            the trace is read, like ``min_duration_ns``.
         min_duration_ns: slices shorter than this are left out of every output, with what
             they enclose; marks and memory samples inside them are kept. Applied when the trace
             is read: they are recorded (a saved ``.fstrace`` keeps them, and
             ``framescope.load(path, min_duration_ns=...)`` applies it again).
-        on_trace_ready: called as ``on_trace_ready(prof)`` when a cycle's trace is ready
-            (``prof.trace`` is that cycle's; ``framescope.trace_handler(dir)`` writes it), and
-            at stop when something was recorded since.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> profile:
+        # A schedule makes start/stop/step Python code driving several sessions (stepping.py);
+        # without one they are the C functions below.
+        if cls is profile and kwargs.get("schedule") is not None:
+            cls = _ScheduledProfile
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -240,6 +262,7 @@ class profile:
         backend: Backend = "auto",
         memory_limit: int | str = "1GiB",
         on_limit: Literal["stop", "keep_newest"] = "stop",
+        torch_ops: bool = False,
         cpu_time: bool = True,
         schedule: Schedule | None = None,
         on_trace_ready: Callable[[profile], object] | None = None,
@@ -260,58 +283,67 @@ class profile:
         self._requested_backend = _check_backend(backend) if with_stack else "none"
         self._backend = self._requested_backend
         self._start_warnings: list[str] = []
-        self._memory_limit = _parse_bytes(memory_limit)
-        if self._memory_limit <= 0:
-            raise ValueError("memory_limit must be positive")
+        self._memory_limit = parse_memory_limit(memory_limit)
         self._keep_newest = on_limit == "keep_newest"
+        self.torch_ops = torch_ops
+        if torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
         self.cpu_time = cpu_time
         self.on_trace_ready = on_trace_ready
         self.include_files = _file_globs(include_files, "include_files")
         self.exclude_files = _file_globs(exclude_files, "exclude_files")
-        if max_depth is not None and (not isinstance(max_depth, int) or max_depth < 1):
+        if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int)
+                                      or max_depth < 1):
             raise ValueError(f"max_depth must be a positive int or None, not {max_depth!r}")
-        if not isinstance(min_duration_ns, int) or min_duration_ns < 0:
+        if isinstance(min_duration_ns, bool) or not isinstance(min_duration_ns, int) or \
+                min_duration_ns < 0:
             raise ValueError(f"min_duration_ns must be an int >= 0, not {min_duration_ns!r}")
         self.max_depth = max_depth
         self.min_duration_ns = min_duration_ns
         # Files of the program launching the profiled code (framescope run: the console script,
         # runpy): never recorded, like framescope's own.
         self._launcher_files: list[str] = []
-        self._trace: _core.Trace | None = None
-        self._running = False  # a core session records for this profile
-        self._active = False  # between start() and stop()
         self._steps = StepDriver(self, schedule)
+        self._trace: _core.Trace | None = None
+        self._filtered: tuple[_core.Trace, _core.Trace] | None = None  # (recorded, as read)
+        self._running = False
 
     # -- session -------------------------------------------------------------------------------
-    def start(self) -> profile:
-        """Starts profiling: records now, or waits for the schedule's first recorded step."""
-        if self._active:
-            raise RuntimeError("this profile is already running")
-        self._steps.start()
-        self._active = True
-        return self
+    # start, stop, __enter__ and __exit__ are C functions (framescope._core), so that a
+    # KeyboardInterrupt, which lands between bytecodes, finds the session and this object
+    # consistent: they run no bytecode between the core's start or stop and the profile's
+    # bookkeeping (`_running`, `_trace`, set in the same C call). A `with` block is entered with
+    # the session running, or raises with nothing running; an interrupt that cuts stop() short
+    # leaves the session running and stop() working; a stopped trace is always stored. The
+    # Python parts run where an interrupt changes nothing: _start_arguments() before the start,
+    # _after_stop() once the trace is stored.
+    if TYPE_CHECKING:
 
-    def stop(self) -> profile:
-        """Stops profiling; a cycle being recorded ends here (and goes to on_trace_ready)."""
-        if not self._active:
-            raise RuntimeError("this profile is not running")
-        self._active = False
-        self._steps.stop()
-        return self
+        def start(self) -> profile:
+            """Starts recording; returns the profile."""
 
-    def step(self) -> None:
-        """Marks the start of the next step (``schedule``): the previous step's
-        ``ProfilerStep#N`` range ends, sessions start or stop as the schedule says."""
-        if not self._active:
-            raise RuntimeError("step() is called between start() and stop()")
-        self._steps.step()
+        def stop(self) -> profile:
+            """Stops recording and replays the trace (``prof.trace``); returns the profile."""
 
-    @property
-    def step_num(self) -> int:
-        """The current step number (0 before the first step())."""
-        return self._steps.step_num
+        def __enter__(self) -> profile: ...
 
-    def _start_session(self) -> None:
+        def __exit__(
+            self,
+            exc_type: type[BaseException] | None,
+            exc: BaseException | None,
+            tb: TracebackType | None,
+        ) -> None: ...
+
+    else:
+        start = _core._profile_start
+        stop = _core._profile_stop
+        __enter__ = _core._profile_enter
+        __exit__ = _core._profile_exit
+
+    def _start_arguments(self) -> dict[str, Any]:
+        """What _core._start needs, worked out before anything starts."""
         if self._running:
             raise RuntimeError("this profile is already running")
         self._start_warnings = []
@@ -321,36 +353,42 @@ class profile:
             if why:
                 self._start_warnings.append(why)
         frames = _current_stacks(self._backend == "frame_hook") if self.with_stack else None
-        _core._start(
-            record_shapes=self.record_shapes,
-            profile_memory=self.profile_memory,
-            with_flops=self.with_flops,
-            backend=self._backend,
-            c_calls=self.c_calls,
-            prune_prefixes=_prune_prefixes(),
-            current_frames=frames,
-            memory_limit=self._memory_limit,
-            keep_newest=self._keep_newest,
-            cpu_sample_period_ns=CPU_SAMPLE_PERIOD_NS if self.cpu_time else 0,
-            skip_prefixes=[_PACKAGE_DIR],
-            skip_files=self._launcher_files,
-            include_files=self.include_files,
-            exclude_files=self.exclude_files,
-        )
-        del frames
-        self._running = True
+        return {
+            "record_shapes": self.record_shapes,
+            "profile_memory": self.profile_memory,
+            "with_flops": self.with_flops,
+            "backend": self._backend,
+            "c_calls": self.c_calls,
+            "prune_prefixes": _prune_prefixes(),
+            "current_frames": frames,
+            "memory_limit": self._memory_limit,
+            "keep_newest": self._keep_newest,
+            "torch_ops": self.torch_ops,  # attached in __init__; enabled with the session
+            "cpu_sample_period_ns": CPU_SAMPLE_PERIOD_NS if self.cpu_time else 0,
+            "skip_prefixes": [_PACKAGE_DIR],
+            "skip_files": self._launcher_files,
+            "include_files": self.include_files,
+            "exclude_files": self.exclude_files,
+        }
 
-    def _stop_session(self, keep: bool = True) -> None:
-        """Stops the core session; keeps its trace as ``self.trace``, or drops it."""
-        if not self._running:
-            raise RuntimeError("this profile is not running")
-        self._running = False
-        if not keep:
-            _core._discard()
-            return
-        self._trace = self._filtered(_core._stop(_thread_names()))
+    def _after_stop(self) -> None:
         for warning in self.warnings:
-            print(warning, file=sys.stderr)
+            try:
+                print(warning, file=sys.stderr)
+            except (OSError, ValueError, AttributeError):  # stderr closed or gone
+                break
+        if self.on_trace_ready is not None and self._trace is not None:
+            self.on_trace_ready(self)
+
+    def step(self) -> None:
+        """Marks the start of the next step. Without a schedule every step is recorded (as
+        torch's default schedule); see ``schedule``."""
+        self._steps.step_num += 1
+
+    @property
+    def step_num(self) -> int:
+        """The current step number (0 before the first step())."""
+        return self._steps.step_num
 
     def snapshot(self) -> profile:
         """What the running session recorded so far, as a stopped profile of its own
@@ -365,8 +403,9 @@ class profile:
         if not self._running:
             raise RuntimeError("snapshot() needs a recording session (after stop, use the "
                                "profile itself)")
-        copy = profile(profile_memory=self.profile_memory, with_flops=self.with_flops)
-        copy._trace = self._filtered(_core._snapshot(_thread_names()))
+        copy = profile(profile_memory=self.profile_memory, with_flops=self.with_flops,
+                       min_duration_ns=self.min_duration_ns, max_depth=self.max_depth)
+        copy._trace = _core._snapshot()
         copy._backend = copy._trace.backend
         return copy
 
@@ -375,29 +414,19 @@ class profile:
         (``snapshot().export(path, format)``): the flight recorder's dump."""
         self.snapshot().export(path, format)
 
-    def _filtered(self, trace: _core.Trace) -> _core.Trace:
-        if self.min_duration_ns or self.max_depth:
-            return _core._with_filter(trace, self.min_duration_ns, self.max_depth or 0)
-        return trace
-
-    def __enter__(self) -> profile:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     # -- results -------------------------------------------------------------------------------
     @property
     def trace(self) -> _core.Trace:
-        """The replayed trace (after stop)."""
-        if self._trace is None:
+        """The replayed trace (after stop), as read through ``min_duration_ns``/``max_depth``."""
+        recorded = self._trace
+        if recorded is None:
             raise RuntimeError("no trace yet: stop the profile first")
-        return self._trace
+        if not (self.min_duration_ns or self.max_depth):
+            return recorded
+        if self._filtered is None or self._filtered[0] is not recorded:
+            view = _core._with_filter(recorded, self.min_duration_ns, self.max_depth or 0)
+            self._filtered = (recorded, view)
+        return self._filtered[1]
 
     @property
     def backend(self) -> str:
@@ -431,7 +460,8 @@ class profile:
         """Writes the trace to ``path``, in ``format`` or else the one its extension names:
         ``.json`` (Chrome JSON), ``.pftrace`` (Perfetto protobuf), ``.speedscope.json``,
         ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
-        (framescope's own, as ``save()``); ``.gz`` after a text format compresses it.
+        (framescope's own, as ``save()``), ``.html`` (the report page: a flame graph per thread
+        and a summary table, framescope.report); ``.gz`` after a text format compresses it.
 
         The file is replaced atomically (a failed write leaves an older one intact). Exports
         longer than about a second show progress on stderr when it is a terminal.
@@ -449,6 +479,15 @@ class profile:
         which ``framescope.load(path)`` reads back and ``framescope convert`` turns into any
         format."""
         self.trace.save(_fspath(path))
+
+    def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
+        """Writes a self-contained HTML report: a flame graph per thread and a summary table
+        (``max_nodes`` bounds the call paths kept; see framescope.report)."""
+        from framescope import report
+
+        p = _fspath(path)
+        data = report.from_trace(self.trace, os.path.basename(p))
+        report.write(data, p, max_nodes=max_nodes or report.DEFAULT_MAX_NODES)
 
     def stats(self) -> list[tuple[str, int, int, int]]:
         """(name, calls, total ns, self ns) per function or range, by self time."""
@@ -515,6 +554,61 @@ def load(path: str | os.PathLike[str], min_duration_ns: int = 0,
         OSError: the file cannot be opened.
     """
     prof = profile(min_duration_ns=min_duration_ns, max_depth=max_depth)
-    prof._trace = prof._filtered(_core.Trace.load(_fspath(path)))
+    prof._trace = _core.Trace.load(_fspath(path))
     prof._backend = prof._trace.backend
     return prof
+
+
+class _ScheduledProfile(profile):
+    """A profile with a schedule (``profile(schedule=...)`` makes one): start, stop and step run
+    the schedule's transitions in Python (stepping.StepDriver), each session started and
+    stopped by one C call (_core._start/_stop, which keep ``_running``/``_trace`` consistent).
+    An interrupt inside ``step()`` may skip that cycle's on_trace_ready; the sessions themselves
+    stay consistent."""
+
+    _active = False  # between start() and stop()
+
+    def start(self) -> profile:
+        """Starts profiling: records now, or waits for the schedule's first recorded step."""
+        if self._active:
+            raise RuntimeError("this profile is already running")
+        self._steps.start()
+        self._active = True
+        return self
+
+    def stop(self) -> profile:
+        """Stops profiling; a cycle being recorded ends here (and goes to on_trace_ready)."""
+        if not self._active:
+            raise RuntimeError("this profile is not running")
+        self._active = False
+        self._steps.stop()
+        return self
+
+    def __enter__(self) -> profile:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def step(self) -> None:
+        """Marks the start of the next step: the previous step's ``ProfilerStep#N`` range ends,
+        sessions start or stop as the schedule says."""
+        if not self._active:
+            raise RuntimeError("step() is called between start() and stop()")
+        self._steps.step()
+
+    def _start_session(self) -> None:
+        _core._start(self, **self._start_arguments())
+
+    def _stop_session(self, keep: bool) -> None:
+        if _core._stop(self, keep) and keep:
+            for warning in self.warnings:
+                try:
+                    print(warning, file=sys.stderr)
+                except (OSError, ValueError, AttributeError):
+                    break

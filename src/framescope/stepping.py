@@ -62,7 +62,8 @@ class StepDriver:
     }
 
     def __init__(self, prof: profile, schedule: Schedule | None) -> None:
-        self._prof = prof
+        # A _ScheduledProfile when start/stop/step go through here (profiler.py).
+        self._prof: Any = prof
         self.schedule: Callable[[int], Any] = schedule or record_always
         self.record_steps = schedule is not None
         self.step_num = 0
