@@ -359,6 +359,7 @@ class Replayer {
     };
     uint64_t seq = t.first_seq;
     bool stopped = false;
+    int64_t python_allocated = 0;  // the thread's kAllocDelta bytes so far
     for (const SlotRun& run : t.runs) {
       for (uint64_t k = 0; k < run.count && !stopped; ++k) {
         const RawEvent& raw = run.slots[k];
@@ -447,6 +448,11 @@ class Replayer {
             v_.instant(s);
             break;
           }
+          case EventKind::kAllocDelta:
+            python_allocated += int64_t(payload);
+            v_.memory(MemorySample{ts + ref_.offset_ns, thread_, 0, int64_t(payload),
+                                   python_allocated, 0, kPythonAllocatorDevice});
+            break;
           case EventKind::kMemory: {
             if (payload < t.memory_base || payload - t.memory_base >= t.memory.size()) break;
             const MemoryRecord& m = t.memory[payload - t.memory_base];

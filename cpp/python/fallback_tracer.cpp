@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "frame_hook.h"
+#include "memory_hooks.h"
 #include "framescope/clock.h"
 #include "py_compat.h"
 #include "thread_names.h"
@@ -92,7 +93,9 @@ uint64_t c_function_key(PyObject* callable) {
 
 FRAMESCOPE_ALWAYS_INLINE void record(internal::EventKind kind, uint64_t payload) {
   if (internal::ThreadBuffer* b = internal::current_buffer()) {
-    b->append(now_ticks(), internal::pack_word(kind, payload));
+    const uint64_t ticks = now_ticks();
+    if (g_memory_tracking) flush_allocations(b, ticks);  // before the event: see memory_hooks.h
+    b->append(ticks, internal::pack_word(kind, payload));
   }
 }
 

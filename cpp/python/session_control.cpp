@@ -14,6 +14,7 @@
 
 #include "framescope/session.h"
 #include "framescope/stored_trace.h"
+#include "memory_hooks.h"
 #include "py_text.h"
 #include "session_impl.h"
 #include "thread_names.h"
@@ -109,6 +110,7 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
   }
   g_owner = Py_NewRef(owner.ptr());
   g_torch_ops = torch_ops;
+  if (profile_memory) memory_hooks_start(internal::g_session_epoch.load(std::memory_order_relaxed));
 }
 
 // Stops the session `owner` started: its trace goes to owner._trace (None unless `keep`).
@@ -122,6 +124,11 @@ bool stop_session(nb::handle owner, bool keep) {
   auto names = thread_names_collect();
   thread_names_release();
   const std::string backend = tracer_backend_description();
+  if (g_memory_tracking && !memory_hooks_stop()) {
+    internal::add_session_warning(
+        "framescope: another tool (tracemalloc?) wrapped Python's allocators during the session; "
+        "framescope's counting wrappers stay under it, counting nothing");
+  }
   tracer_stop();
   RawTracePtr raw;
   try {

@@ -54,7 +54,13 @@ struct EventDetail {
   std::vector<RangeInput> inputs;
 };
 
-/// A memory sample reported through record_memory().
+/// MemorySample::device of Python's allocations (profile_memory): `bytes` were allocated
+/// through PyMem/PyObject on the thread since its previous event, `total_allocated` is the
+/// thread's running sum since the session started (allocations only: frees are not seen).
+constexpr int32_t kPythonAllocatorDevice = -2;
+
+/// A memory sample reported through record_memory(), or Python's allocations between two events
+/// of a thread (device kPythonAllocatorDevice).
 struct MemorySample {
   int64_t time_ns = 0;
   uint32_t thread = 0;

@@ -47,6 +47,9 @@ def _profile_enter(self: Any) -> Any: ...
 def _profile_stop(self: Any) -> Any: ...
 def _profile_exit(self: Any, exc_type: Any, exc: Any, tb: Any) -> None: ...
 
+def _allocators_wrapped() -> tuple[bool, bool]:
+    """(MEM, OBJ): whether framescope's counting wrapper is the installed allocator (tests)."""
+
 def _snapshot() -> Trace:
     """The running session's events so far as a Trace; the session goes on recording
     (RuntimeError when none runs)."""

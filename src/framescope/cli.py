@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="where Python calls come from (default auto: the PEP 523 frame hook, or "
                           "the fallback when another tool's frame hook is installed)")
     run.add_argument("--limit", type=int, default=20, help="rows of the summary (0: none)")
-    run.add_argument("--sort", choices=["self", "total", "calls", "on_cpu"], default="self",
+    run.add_argument("--sort", choices=["self", "total", "calls", "on_cpu", "memory"], default="self",
                      help="summary order (default: self time; on_cpu: self time on CPU)")
     run.add_argument("--by-thread", action="store_true",
                      help="one summary table per thread, in percent of its own time")

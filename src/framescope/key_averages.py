@@ -8,10 +8,10 @@ meaning is the same (times in microseconds, memory in bytes); ``on_cpu_time_tota
 from __future__ import annotations
 
 import ast
-import math
 from typing import TYPE_CHECKING, Iterable, SupportsIndex, overload
 
 from framescope import _core
+from framescope.key_averages_table import _format_time, _sort_value, build_table
 
 if TYPE_CHECKING:
     from framescope._core import Trace
@@ -32,31 +32,6 @@ SORT_KEYS = (
     "self_on_cpu_time_total",
     "on_cpu_time",
 )
-
-
-def _format_time(time_us: float) -> str:
-    if time_us >= 1e6:
-        return f"{time_us / 1e6:.3f}s"
-    if time_us >= 1e3:
-        return f"{time_us / 1e3:.3f}ms"
-    return f"{time_us:.3f}us"
-
-
-def _format_time_share(time_us: float, total_us: float) -> str:
-    if total_us == 0:
-        return "NaN"
-    return f"{time_us * 100.0 / total_us:.2f}%"
-
-
-def _format_memory(nbytes: int) -> str:
-    kb, mb, gb = 1024, 1024 * 1024, 1024 * 1024 * 1024
-    if abs(nbytes) >= gb:
-        return f"{nbytes / gb:.2f} GB"
-    if abs(nbytes) >= mb:
-        return f"{nbytes / mb:.2f} MB"
-    if abs(nbytes) >= kb:
-        return f"{nbytes / kb:.2f} KB"
-    return f"{nbytes} B"
 
 
 class FunctionEventAvg:
@@ -175,11 +150,6 @@ def _add_optional(a: float | None, b: float | None) -> float | None:
     return a if b is None else a + b
 
 
-def _sort_value(evt: FunctionEventAvg, sort_by: str) -> float:
-    value = getattr(evt, sort_by)
-    return -math.inf if value is None else float(value)
-
-
 class KeyAverages(list[FunctionEventAvg]):
     """What ``key_averages()`` returns: a list of FunctionEventAvg with torch's ``table()``."""
 
@@ -245,8 +215,6 @@ class KeyAverages(list[FunctionEventAvg]):
         Raises:
             ValueError: an unknown ``sort_by`` or ``time_unit``.
         """
-        from framescope.key_averages_table import build_table
-
         if sort_by is not None:
             _check_sort_key(sort_by)
         if time_unit not in (None, "s", "ms", "us"):
@@ -316,3 +284,4 @@ def key_averages(
         ))
     return KeyAverages(out, profile_memory=profile_memory or has_memory, with_flops=with_flops,
                        has_on_cpu=has_cpu)
+

@@ -5,10 +5,39 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from framescope.key_averages import _format_memory, _format_time, _format_time_share, _sort_value
-
 if TYPE_CHECKING:
     from framescope.key_averages import FunctionEventAvg, KeyAverages
+
+
+def _format_time(time_us: float) -> str:
+    if time_us >= 1e6:
+        return f"{time_us / 1e6:.3f}s"
+    if time_us >= 1e3:
+        return f"{time_us / 1e3:.3f}ms"
+    return f"{time_us:.3f}us"
+
+
+def _format_time_share(time_us: float, total_us: float) -> str:
+    if total_us == 0:
+        return "NaN"
+    return f"{time_us * 100.0 / total_us:.2f}%"
+
+
+def _format_memory(nbytes: int) -> str:
+    kb, mb, gb = 1024, 1024 * 1024, 1024 * 1024 * 1024
+    if abs(nbytes) >= gb:
+        return f"{nbytes / gb:.2f} GB"
+    if abs(nbytes) >= mb:
+        return f"{nbytes / mb:.2f} MB"
+    if abs(nbytes) >= kb:
+        return f"{nbytes / kb:.2f} KB"
+    return f"{nbytes} B"
+
+
+def _sort_value(evt: FunctionEventAvg, sort_by: str) -> float:
+    value = getattr(evt, sort_by)
+    return -math.inf if value is None else float(value)
+
 
 _SPACING = 2
 _COLUMN = 12

@@ -11,6 +11,10 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from framescope import _core
+# Imported now, not when summary() first runs: framescope run prints the summary at interpreter
+# exit, where creating analysis's NamedTuple (an eval() of generated code) would reset CPython's
+# record of an unhandled KeyboardInterrupt, and the run would exit with status 1, not by SIGINT.
+from framescope.analysis import summary_table
 from framescope.events import EventList, MemoryEvent
 from framescope.key_averages import KeyAverages
 from framescope.schedule import Schedule
@@ -70,6 +74,9 @@ def _current_stacks(skip_framescope: bool) -> dict[int, FrameType | tuple[FrameT
         frames[ident] = (f, nid) if nid is not None else f
     return frames
 
+
+#: MemorySample device of Python's allocations (counted with profile_memory, trace.h).
+_PYTHON_ALLOCATOR_DEVICE = -2
 
 #: How often a session with ``cpu_time=True`` reads each recording thread's CPU clock.
 CPU_SAMPLE_PERIOD_NS = 1_000_000
@@ -198,7 +205,11 @@ class profile:
 
     Args:
         record_shapes: keep the inputs of ranges that provide them.
-        profile_memory: keep ``record_memory`` events.
+        profile_memory: count the bytes Python allocates (the PyMem and PyObject allocators,
+            wrapped for the session and restored at stop), charged to the running function or
+            range: self and total allocated bytes in ``key_averages()`` and ``summary()``, a
+            "Python allocated bytes" counter per thread in the trace; and keep
+            ``record_memory`` events.
         with_flops: estimate flops of known ops from their input shapes.
         with_stack: record every Python call (from the PEP 523 frame hook).
         c_calls: also record builtins called from Python (sys.monitoring / setprofile).
@@ -445,7 +456,7 @@ class profile:
 
     def memory_events(self) -> list[MemoryEvent]:
         """The ``record_memory`` samples of the session (``profile_memory=True``), by time."""
-        return [MemoryEvent(*m) for m in self.trace.memory]
+        return [MemoryEvent(*m) for m in self.trace.memory if m[6] != _PYTHON_ALLOCATOR_DEVICE]
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
         """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing);
@@ -514,15 +525,14 @@ class profile:
     def summary(
         self,
         limit: int = 20,
-        sort_by: Literal["self", "total", "calls", "on_cpu"] = "self",
+        sort_by: Literal["self", "total", "calls", "on_cpu", "memory"] = "self",
         by_thread: bool = False,
     ) -> str:
-        """A table of the top functions and ranges by self time, total time, call count or self
-        time on CPU (``"on_cpu"``), over all threads or one table per thread (``by_thread``).
+        """A table of the top functions and ranges by self time, total time, call count, self
+        time on CPU (``"on_cpu"``) or bytes allocated (``"memory"``, with ``profile_memory``),
+        over all threads or one table per thread (``by_thread``).
         Percentages are of the time recorded on the threads (never above 100%); the first line
         says what was measured (wall time or time on CPU)."""
-        from framescope.analysis import summary_table
-
         return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)
 
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:

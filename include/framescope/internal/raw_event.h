@@ -20,6 +20,10 @@ enum class EventKind : uint8_t {
   kMemory = 9,     ///< payload: index into the buffer's memory records
   kPyAnchor = 10,  ///< payload: address of the pre-existing frame under a depth-0 call
   kBase = 11,      ///< payload: unused; `ticks` is the base of the compact events that follow
+  // (12 and 13 are taken by the tracer's frame-exit events)
+  /// payload: bytes the thread allocated through Python's allocators since its previous event
+  /// (profile_memory; cpp/python/memory_hooks.h)
+  kAllocDelta = 14,
   // Kinds 0xC0-0xFF mark a compact pair slot (see below); they never appear as EventKind.
 };
 
