@@ -46,7 +46,9 @@ def test_allocations_are_charged_to_the_running_function(backend: str) -> None:
         with framescope.record_function("in_range"):
             kept.append(bytearray(3 * MB))
     avgs = by_name(prof)
-    slack = 4096  # object headers and the odd small allocation around the buffers
+    # object headers, and what the interpreter allocates around the calls (3.10/3.11 setprofile
+    # materializes frame objects)
+    slack = 16384
     for name, size in (("one_mb", MB), ("two_mb", 2 * MB), ("in_range", 3 * MB)):
         assert size <= avgs[name].self_cpu_memory_usage <= size + slack, name
         assert avgs[name].cpu_memory_usage == avgs[name].self_cpu_memory_usage
