@@ -4,7 +4,7 @@
 #include <signal.h>
 #include <time.h>
 
-#include <chrono>
+#include <cerrno>
 #include <limits>
 
 #include "framescope/clock.h"
@@ -76,13 +76,7 @@ std::vector<CpuReading> CpuTrack::finish() const {
 CpuSampler::CpuSampler(Session* session, int64_t period_ns)
     : session_(session), period_ns_(period_ns), pid_(getpid()) {}
 
-CpuSampler::~CpuSampler() {
-  stop();
-  if (forked()) {
-    (void)wake_mutex_.release();
-    (void)wake_.release();
-  }
-}
+CpuSampler::~CpuSampler() { stop(); }
 
 bool CpuSampler::start() noexcept {
   if (running_) return true;
@@ -100,11 +94,7 @@ void CpuSampler::stop() noexcept {
   if (!running_) return;
   running_ = false;
   if (forked()) return;  // the thread exists only in the parent
-  {
-    std::lock_guard<std::mutex> lock(*wake_mutex_);
-    stopping_ = true;
-  }
-  wake_->notify_all();
+  stopping_.store(true, std::memory_order_release);
   pthread_join(thread_, nullptr);
 }
 
@@ -114,17 +104,24 @@ void* CpuSampler::run(void* self) noexcept {
 }
 
 void CpuSampler::loop() noexcept {
-  std::vector<std::pair<uint32_t, uint64_t>> threads;  // (buffer index, OS id)
-  const auto period = std::chrono::nanoseconds(period_ns_);
-  auto next = std::chrono::steady_clock::now() + period;
+  // clock_nanosleep to an absolute time: the cheapest periodic wake-up (a condition variable's
+  // timed wait costs more per period); stop() sets stopping_ and joins, so a stop waits at most a
+  // period.
+  timespec next{};
+  clock_gettime(CLOCK_MONOTONIC, &next);
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(*wake_mutex_);
-      if (wake_->wait_until(lock, next, [this] { return stopping_; })) return;
+    next.tv_nsec += period_ns_ % 1'000'000'000;
+    next.tv_sec += period_ns_ / 1'000'000'000;
+    if (next.tv_nsec >= 1'000'000'000) {
+      next.tv_nsec -= 1'000'000'000;
+      ++next.tv_sec;
     }
-    next += period;
-    const auto now = std::chrono::steady_clock::now();
-    if (next < now) next = now + period;  // fell behind (suspended): no burst of catch-up reads
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr) == EINTR) {
+    }
+    if (stopping_.load(std::memory_order_acquire)) return;
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec > next.tv_sec + 1) next = now;  // fell far behind (suspended): no catch-up burst
     std::lock_guard<std::mutex> lock(session_->mutex);
     if (session_->stopped) continue;
     for (const auto& buffer : session_->buffers) {

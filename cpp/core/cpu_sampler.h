@@ -2,7 +2,7 @@
 //
 // Why a sampler and not a clock read per event: a thread's CPU clock costs a system call
 // (CLOCK_THREAD_CPUTIME_ID has no vDSO path; ~200-500 ns on KVM), twenty times the whole cost of a
-// recorded Python call. Read from another thread once a millisecond, it costs the recording
+// recorded Python call. Read from another thread every millisecond or two, it costs the recording
 // threads nothing, and readers interpolate between readings (cpu_clock.h): a slice's on-CPU time
 // is the thread's CPU clock at its end minus at its start, linearly interpolated. Exact for
 // slices that span many readings, and for a thread blocked in a wait (its clock does not move);
@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -91,12 +90,7 @@ class CpuSampler {
   const int64_t period_ns_;
   const pid_t pid_;
   std::unordered_map<uint32_t, CpuTrack> tracks_;  // under the session's mutex
-  // Leaf lock, only for sleeping with a prompt stop. On the heap: in a forked child they may be
-  // left as the parent's sampler thread had them (locked, with a waiter), and are then leaked
-  // rather than destroyed (destroying a condition variable with a waiter blocks).
-  std::unique_ptr<std::mutex> wake_mutex_ = std::make_unique<std::mutex>();
-  std::unique_ptr<std::condition_variable> wake_ = std::make_unique<std::condition_variable>();
-  bool stopping_ = false;  // under *wake_mutex_
+  std::atomic<bool> stopping_{false};
   pthread_t thread_{};
   bool running_ = false;
 };

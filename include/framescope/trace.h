@@ -72,7 +72,7 @@ struct MemorySample {
 };
 
 /// One reading of a thread's CPU clock (CLOCK_THREAD_CPUTIME_ID) at a time of the trace's clock.
-/// Sessions with CPU sampling read every recording thread's clock about once a millisecond
+/// Sessions with CPU sampling read every recording thread's clock every period (Python: 4 ms)
 /// (cpp/core/cpu_sampler.cpp); readers interpolate between readings (cpu_clock.h).
 struct CpuSample {
   int64_t time_ns = 0;  ///< CLOCK_MONOTONIC ns, like the events

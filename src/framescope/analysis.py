@@ -97,7 +97,7 @@ def _what(sort_by: str, scope: str) -> str:
     order = {"self": "self time", "total": "total time", "calls": "calls",
              "on_cpu": "self time on CPU", "memory": "bytes allocated in the function itself"}[sort_by]
     if sort_by == "on_cpu":
-        return (f"Time on CPU per function, by {order} (each thread's CPU clock read every ~1 ms, "
+        return (f"Time on CPU per function, by {order} (each thread's CPU clock read every ~4 ms, "
                 f"interpolated); % of {scope}")
     return f"Wall time per function, by {order}; % of {scope}"
 
