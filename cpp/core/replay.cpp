@@ -4,6 +4,7 @@
 // they refer to (code objects, C functions, static names, side records) into symbols, once.
 // Then every reader replays: replay_part() walks each thread's slots and reports slices to a
 // TraceVisitor. This file is the only place that decides which event encloses which.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "flops.h"
 #include "framescope/record_function.h"
 #include "session_impl.h"
+#include "stream_writer.h"
 #include "trace_part.h"
 
 namespace framescope {
@@ -108,9 +110,15 @@ class PartBuilder {
 }  // namespace
 
 std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolver,
-                                      const std::vector<std::pair<uint64_t, std::string>>& names) {
+                                      const std::vector<std::pair<uint64_t, std::string>>& names,
+                                      const RecordedKeys* more) {
   auto part = std::make_shared<TracePart>();
   PartBuilder b(resolver, *part);
+  if (more) {
+    for (uint64_t key : more->python) b.resolve_python(key);
+    for (uint64_t key : more->c_function) b.resolve_c(key);
+    for (uint64_t ptr : more->static_name) b.resolve_static(ptr);
+  }
   part->clock = raw.clock;
   part->start_ticks = raw.start_ticks;
   part->stop_ticks = raw.stop_ticks;
@@ -125,7 +133,8 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
   // session epoch before it was cleared). Such events lie outside the session window and are
   // ignored by the replay, so that everything fits inside [start, stop].
   for (const AsyncEnd& ae : raw.async_ends) {
-    if (ae.ticks <= raw.stop_ticks) part->async_ends.push_back({ae.buffer_index, ae.begin_seq, ae.ticks});
+    if (ae.ticks <= raw.stop_ticks)
+      part->async_ends.push_back({ae.buffer_index, ae.begin_seq, ae.ticks});
   }
   const int64_t pid = getpid();
   std::vector<bool> initial_taken(raw.initial_stacks.size(), false);
@@ -192,6 +201,17 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
 // ---------------------------------------------------------------------------------------------
 // Replay.
 
+// A large trace mapped from a file is replayed once per reader; keeping every page it touched
+// resident would make its memory the file's size. The mapping is private, read-only and never
+// written, so dropping its pages loses nothing: a later access faults them in again from the
+// page cache. Only whole pages inside [begin, end) go.
+void release_slot_pages(const RawEvent* begin, const RawEvent* end) noexcept {
+  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t from = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const uintptr_t to = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
+  if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+}
+
 namespace {
 
 enum class OpenKind : uint8_t { kRange, kPython, kC };
@@ -246,7 +266,7 @@ class Replayer {
     Slice s;
     s.index = next_index_++;
     s.parent = stack_.empty() ? -1 : int64_t(stack_.back().slice.index);
-    s.start_ns = ts + ref_.offset_ns;
+    s.start_ns = clamp_reported_time(ts + ref_.offset_ns);
     s.thread = thread_;
     s.symbol = symbol;
     s.depth = uint32_t(stack_.size());
@@ -264,7 +284,7 @@ class Replayer {
 
   void close_at(size_t i, int64_t t, bool at_stop = false) {
     Open& o = stack_[i];
-    o.slice.dur_ns = std::max<int64_t>(0, t - o.raw_start);
+    o.slice.dur_ns = std::clamp<int64_t>(t - o.raw_start, 0, kMaxReportedTimeNs);
     o.slice.open_at_stop = at_stop;
     v_.slice_end(o.slice);
     stack_.erase(stack_.begin() + long(i));
@@ -309,103 +329,112 @@ class Replayer {
     uint64_t seq = t.first_seq;
     bool stopped = false;
     for (const SlotRun& run : t.runs) {
-      for (uint64_t k = 0; k < run.count && !stopped; ++k) {
-        const RawEvent& raw = run.slots[k];
-        const uint64_t this_seq = seq++;
-        if (is_compact_pair(raw.word)) {
-          // first half in `word`, second (if written) in `ticks`
-          if (!compact(raw.word) || (raw.ticks != 0 && !compact(raw.ticks))) stopped = true;
-          continue;
-        }
-        if (raw.ticks > stop_ticks) {  // after the stop: this and later events
-          stopped = true;
-          break;
-        }
-        const int64_t ts = clock.to_ns(raw.ticks);
-        const uint64_t payload = payload_of(raw.word);
-        switch (kind_of(raw.word)) {
-          case EventKind::kRangeBegin:
-          case EventKind::kRangeBeginSide: {
-            uint32_t symbol;
-            uint8_t scope;
-            uint32_t detail = UINT32_MAX;
-            if (kind_of(raw.word) == EventKind::kRangeBegin) {
-              symbol = lookup(part_.keys.static_name, payload & kPointerMask, part_.unknown_range);
-              scope = uint8_t(payload >> 48);
-            } else {
-              if (payload < t.ranges_base || payload - t.ranges_base >= t.ranges.size()) break;
-              const StoredRange& r = t.ranges[payload - t.ranges_base];
-              symbol = sym(r.symbol);
-              scope = r.scope;
-              if (r.detail != UINT32_MAX) detail = ref_.detail_base + r.detail;
-            }
-            auto async = async_ends_.find({t.buffer_index, this_seq});
-            if (async != async_ends_.end()) {
-              Slice s = make(ts, symbol, category_of_scope(scope));
-              s.detail = detail;
-              s.dur_ns = std::max<int64_t>(0, clock.to_ns(async->second) - ts);
-              s.async_end = true;
-              v_.async_slice(s);
-            } else {
-              open(ts, symbol, category_of_scope(scope), OpenKind::kRange, this_seq, detail);
-            }
+      for (uint64_t k = 0; k < run.count && !stopped;) {
+        // Blocks of slots, so that a mapped trace's pages can be let go of as the replay passes.
+        const uint64_t block_start = k;
+        const uint64_t block_end = std::min(run.count, k + kReleaseBlockSlots);
+        for (; k < block_end && !stopped; ++k) {
+          const RawEvent& raw = run.slots[k];
+          const uint64_t this_seq = seq++;
+          if (is_compact_pair(raw.word)) {
+            // first half in `word`, second (if written) in `ticks`
+            if (!compact(raw.word) || (raw.ticks != 0 && !compact(raw.ticks))) stopped = true;
+            continue;
+          }
+          if (raw.ticks > stop_ticks) {  // after the stop: this and later events
+            stopped = true;
             break;
           }
-          case EventKind::kRangeEnd:
-            for (size_t i = stack_.size(); i-- > 0;) {
-              if (stack_[i].kind == OpenKind::kRange && stack_[i].begin_seq == payload) {
-                close_at(i, ts);
-                break;
+          const int64_t ts = clock.to_ns(raw.ticks);
+          const uint64_t payload = payload_of(raw.word);
+          switch (kind_of(raw.word)) {
+            case EventKind::kRangeBegin:
+            case EventKind::kRangeBeginSide: {
+              uint32_t symbol;
+              uint8_t scope;
+              uint32_t detail = UINT32_MAX;
+              if (kind_of(raw.word) == EventKind::kRangeBegin) {
+                symbol =
+                    lookup(part_.keys.static_name, payload & kPointerMask, part_.unknown_range);
+                scope = uint8_t(payload >> 48);
+              } else {
+                if (payload < t.ranges_base || payload - t.ranges_base >= t.ranges.size()) break;
+                const StoredRange& r = t.ranges[payload - t.ranges_base];
+                symbol = sym(r.symbol);
+                scope = r.scope;
+                if (r.detail != UINT32_MAX) detail = ref_.detail_base + r.detail;
               }
+              auto async = async_ends_.find({t.buffer_index, this_seq});
+              if (async != async_ends_.end()) {
+                Slice s = make(ts, symbol, category_of_scope(scope));
+                s.detail = detail;
+                s.dur_ns =
+                    std::clamp<int64_t>(clock.to_ns(async->second) - ts, 0, kMaxReportedTimeNs);
+                s.async_end = true;
+                v_.async_slice(s);
+              } else {
+                open(ts, symbol, category_of_scope(scope), OpenKind::kRange, this_seq, detail);
+              }
+              break;
             }
-            break;
-          case EventKind::kPyCall:
-            open(ts, lookup(part_.keys.python, payload, part_.unknown_python),
-                 EventCategory::kPythonFunction, OpenKind::kPython);
-            break;
-          case EventKind::kBase:
-            base_ticks = raw.ticks;
-            have_base = true;
-            break;
-          case EventKind::kPyReturn:
-            pop_kind(OpenKind::kPython, ts);
-            break;
-          case EventKind::kCCall:
-            open(ts, lookup(part_.keys.c_function, payload, part_.unknown_c),
-                 EventCategory::kCFunction, OpenKind::kC);
-            break;
-          case EventKind::kCReturn:
-            pop_kind(OpenKind::kC, ts);
-            break;
-          case EventKind::kPyAnchor: {
-            // A call at hook depth 0 runs under the pre-existing frame at `payload`: every
-            // pre-existing frame above that one has returned by now.
-            size_t i = stack_.size();
-            while (i-- > 0) {
-              if (stack_[i].initial && stack_[i].frame_address == payload) break;
+            case EventKind::kRangeEnd:
+              for (size_t i = stack_.size(); i-- > 0;) {
+                if (stack_[i].kind == OpenKind::kRange && stack_[i].begin_seq == payload) {
+                  close_at(i, ts);
+                  break;
+                }
+              }
+              break;
+            case EventKind::kPyCall:
+              open(ts, lookup(part_.keys.python, payload, part_.unknown_python),
+                   EventCategory::kPythonFunction, OpenKind::kPython);
+              break;
+            case EventKind::kBase:
+              base_ticks = raw.ticks;
+              have_base = true;
+              break;
+            case EventKind::kPyReturn:
+              pop_kind(OpenKind::kPython, ts);
+              break;
+            case EventKind::kCCall:
+              open(ts, lookup(part_.keys.c_function, payload, part_.unknown_c),
+                   EventCategory::kCFunction, OpenKind::kC);
+              break;
+            case EventKind::kCReturn:
+              pop_kind(OpenKind::kC, ts);
+              break;
+            case EventKind::kPyAnchor: {
+              // A call at hook depth 0 runs under the pre-existing frame at `payload`: every
+              // pre-existing frame above that one has returned by now.
+              size_t i = stack_.size();
+              while (i-- > 0) {
+                if (stack_[i].initial && stack_[i].frame_address == payload) break;
+              }
+              if (i < stack_.size()) {
+                while (stack_.size() > i + 1 && stack_.back().initial)
+                  close_at(stack_.size() - 1, ts);
+              }
+              break;
             }
-            if (i < stack_.size()) {
-              while (stack_.size() > i + 1 && stack_.back().initial) close_at(stack_.size() - 1, ts);
+            case EventKind::kMark: {
+              if (payload < t.marks_base || payload - t.marks_base >= t.marks.size()) break;
+              Slice s = make(ts, sym(t.marks[payload - t.marks_base]), EventCategory::kMark);
+              s.dur_ns = -1;
+              v_.instant(s);
+              break;
             }
-            break;
+            case EventKind::kMemory: {
+              if (payload < t.memory_base || payload - t.memory_base >= t.memory.size()) break;
+              const MemoryRecord& m = t.memory[payload - t.memory_base];
+              v_.memory(MemorySample{clamp_reported_time(ts + ref_.offset_ns), thread_, m.address,
+                                     m.bytes, m.total_allocated, m.total_reserved, m.device});
+              break;
+            }
+            default:
+              break;
           }
-          case EventKind::kMark: {
-            if (payload < t.marks_base || payload - t.marks_base >= t.marks.size()) break;
-            Slice s = make(ts, sym(t.marks[payload - t.marks_base]), EventCategory::kMark);
-            s.dur_ns = -1;
-            v_.instant(s);
-            break;
-          }
-          case EventKind::kMemory: {
-            if (payload < t.memory_base || payload - t.memory_base >= t.memory.size()) break;
-            const MemoryRecord& m = t.memory[payload - t.memory_base];
-            v_.memory(MemorySample{ts + ref_.offset_ns, thread_, m.address, m.bytes,
-                                   m.total_allocated, m.total_reserved, m.device});
-            break;
-          }
-          default:
-            break;
         }
+        if (part_.release_pages) release_slot_pages(run.slots + block_start, run.slots + k);
       }
       if (stopped) break;
     }

@@ -266,7 +266,7 @@ struct PendingChunk {
 
 // Reads a part's tables into `part` and attaches the chunks collected for its threads.
 void read_tables(std::string_view payload, TracePart& part,
-                 std::map<uint32_t, std::vector<PendingChunk>>& chunks) {
+                 std::map<uint32_t, std::vector<PendingChunk>>& chunks, bool mapped) {
   Reader r(payload);
   uint64_t n = r.count(28);
   for (uint64_t i = 0; i < n; ++i) {
@@ -351,8 +351,9 @@ void read_tables(std::string_view payload, TracePart& part,
     auto it = chunks.find(th.buffer_index);
     if (it != chunks.end()) {
       auto& list = it->second;
-      std::sort(list.begin(), list.end(),
-                [](const PendingChunk& a, const PendingChunk& b) { return a.first_seq < b.first_seq; });
+      std::sort(list.begin(), list.end(), [](const PendingChunk& a, const PendingChunk& b) {
+        return a.first_seq < b.first_seq;
+      });
       uint64_t seq = th.first_seq;
       for (const PendingChunk& c : list) {
         if (c.first_seq != seq) fail("chunks of a thread do not follow one another");
@@ -391,16 +392,27 @@ void read_tables(std::string_view payload, TracePart& part,
   n = r.count(8);
   for (uint64_t i = 0; i < n; ++i) part.warnings.push_back(r.str());
   r.pod<uint64_t>();  // recorded events as written: recounted from the slots instead
+  uint64_t slot_bytes = 0;
+  for (const PartThread& th : part.threads) {
+    for (const SlotRun& run : th.runs) slot_bytes += run.count * sizeof(RawEvent);
+  }
+  part.release_pages = mapped && slot_bytes >= kReleasePagesFrom;
   part.recorded_events = 0;
   for (const PartThread& th : part.threads) {
     for (const SlotRun& run : th.runs) {
-      for (uint64_t k = 0; k < run.count; ++k) {
-        const RawEvent& e = run.slots[k];
-        if (is_compact_pair(e.word)) {
-          part.recorded_events += e.ticks != 0 ? 2 : 1;
-        } else if (kind_of(e.word) != EventKind::kPadding && kind_of(e.word) != EventKind::kBase) {
-          ++part.recorded_events;
+      for (uint64_t k = 0; k < run.count;) {
+        const uint64_t block_start = k;
+        const uint64_t block_end = std::min(run.count, k + kReleaseBlockSlots);
+        for (; k < block_end; ++k) {
+          const RawEvent& e = run.slots[k];
+          if (is_compact_pair(e.word)) {
+            part.recorded_events += e.ticks != 0 ? 2 : 1;
+          } else if (kind_of(e.word) != EventKind::kPadding &&
+                     kind_of(e.word) != EventKind::kBase) {
+            ++part.recorded_events;
+          }
         }
+        if (part.release_pages) release_slot_pages(run.slots + block_start, run.slots + k);
       }
     }
   }
@@ -512,7 +524,7 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
       }
       case RecordType::kTables: {
         if (!part) fail("tables outside a part");
-        read_tables(payload, *part, chunks);
+        read_tables(payload, *part, chunks, in_place);
         if (in_place) part->mapped = owner;
         out.add_part(std::move(part), offset_ns);
         part.reset();

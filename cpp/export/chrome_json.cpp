@@ -42,8 +42,6 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
   return n;
 }
 
-
-
 // Writes events as they end ("X" needs the duration), so the file is not in start order; every
 // reader sorts (Perfetto, chrome://tracing).
 class ChromeWriter final : public TraceVisitor {
@@ -86,7 +84,8 @@ class ChromeWriter final : public TraceVisitor {
     thread_prefix_.reserve(v.threads.size());
     for (size_t i = 0; i < v.threads.size(); ++i) {
       const ThreadInfo& th = v.threads[i];
-      std::string id = ",\"pid\":" + std::to_string(th.pid) + ",\"tid\":" + std::to_string(th.os_tid);
+      std::string id =
+          ",\"pid\":" + std::to_string(th.pid) + ",\"tid\":" + std::to_string(th.os_tid);
       thread_prefix_.push_back(id + ",\"ts\":");
       sep();
       out_.put("{\"ph\":\"M\",\"name\":\"thread_name\"");
@@ -345,7 +344,6 @@ void append_json_escaped(std::string& out, std::string_view s) {
     ++i;
   }
 }
-
 
 void write_chrome_json(const TraceSource& source, OutputSink& out) {
   exporters::ChromeWriter w(out, source.time_base_ns());

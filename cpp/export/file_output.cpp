@@ -22,7 +22,7 @@ namespace {
 
 // A temporary file next to `path`, renamed over it by commit(). Until then `path` is untouched,
 // so a failed or abandoned write never leaves a truncated file (and keeps an older one).
-class AtomicFile final : public OutputSink {
+class AtomicFile final : public SeekableOutput {
  public:
   explicit AtomicFile(const std::string& path) : path_(path) {
     static std::atomic<uint64_t> counter{0};
@@ -57,8 +57,25 @@ class AtomicFile final : public OutputSink {
       }
       data += n;
       size -= size_t(n);
+      written_ += uint64_t(n);
     }
   }
+  void write_at(uint64_t offset, const char* data, size_t size) override {
+    if (offset > written_ || size > written_ - offset) {
+      throw OutputError("framescope: write_at past the end of '" + path_ + "'", 0, path_);
+    }
+    while (size > 0) {
+      const ssize_t n = ::pwrite(fd_, data, size, off_t(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw_errno("failed writing", path_, errno);
+      }
+      data += n;
+      size -= size_t(n);
+      offset += uint64_t(n);
+    }
+  }
+  uint64_t size() const noexcept override { return written_; }
   void commit() override {
     const int fd = fd_;
     fd_ = -1;
@@ -78,6 +95,7 @@ class AtomicFile final : public OutputSink {
   std::string path_;
   std::string tmp_;
   int fd_ = -1;
+  uint64_t written_ = 0;
 };
 
 // gzip (RFC 1952) around another sink. Level 1: for trace text it compresses ~8-10x at several
@@ -133,11 +151,22 @@ bool is_gzip_path(std::string_view path) noexcept {
   return path.size() >= 3 && path.substr(path.size() - 3) == ".gz";
 }
 
-std::unique_ptr<OutputSink> open_file_output(const std::string& path, bool gzip) {
+namespace {
+void check_path(const std::string& path) {
   if (path.find('\0') != std::string::npos) {
     throw std::invalid_argument("framescope: path contains a NUL byte");
   }
   if (path.empty()) throw std::invalid_argument("framescope: empty path");
+}
+}  // namespace
+
+std::unique_ptr<SeekableOutput> open_seekable_file_output(const std::string& path) {
+  check_path(path);
+  return std::make_unique<AtomicFile>(path);
+}
+
+std::unique_ptr<OutputSink> open_file_output(const std::string& path, bool gzip) {
+  check_path(path);
   std::unique_ptr<OutputSink> file = std::make_unique<AtomicFile>(path);
   if (!gzip) return file;
   return std::make_unique<GzipSink>(std::move(file));

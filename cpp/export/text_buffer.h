@@ -47,7 +47,8 @@ class TextBuffer {
     }
     put_uint(a / 1000);
     const unsigned frac = unsigned(a % 1000);
-    const char d[4] = {'.', char('0' + frac / 100), char('0' + frac / 10 % 10), char('0' + frac % 10)};
+    const char d[4] = {'.', char('0' + frac / 100), char('0' + frac / 10 % 10),
+                       char('0' + frac % 10)};
     buf_.append(d, 4);
   }
   /// Hands the block to the sink once it is big enough.

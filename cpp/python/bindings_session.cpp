@@ -34,7 +34,8 @@ TracerBackend parse_backend(const std::string& name) {
 void start_session(bool record_shapes, bool profile_memory, bool with_flops,
                    const std::string& backend, bool c_calls,
                    const std::vector<std::string>& prune_prefixes, nb::handle current_frames,
-                   size_t memory_limit, bool keep_newest, bool propagated_only) {
+                   size_t memory_limit, bool keep_newest, bool propagated_only,
+                   const std::string& stream_to) {
   SessionConfig config;
   config.record_shapes = record_shapes;
   config.profile_memory = profile_memory;
@@ -42,6 +43,7 @@ void start_session(bool record_shapes, bool profile_memory, bool with_flops,
   config.memory_limit_bytes = memory_limit;
   config.on_limit = keep_newest ? LimitPolicy::kKeepNewest : LimitPolicy::kStopRecording;
   config.threads = propagated_only ? ThreadScope::kPropagated : ThreadScope::kAllThreads;
+  config.stream_path = stream_to;
   TracerOptions options;
   options.backend = parse_backend(backend);
   options.c_calls = c_calls;
@@ -118,7 +120,7 @@ PyTrace stop_session(nb::handle thread_names) {
 void bind_session(nb::module_& m) {
   m.def("_start", &start_session, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
         "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
-        "keep_newest"_a, "propagated_only"_a = false);
+        "keep_newest"_a, "propagated_only"_a = false, "stream_to"_a = "");
   m.def("_stop", &stop_session, "thread_names"_a.none());
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def("_backend", &tracer_backend_description);

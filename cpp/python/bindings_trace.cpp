@@ -57,7 +57,9 @@ std::shared_ptr<const Trace> index_of(TraceState& st) {
 class ProgressVisitor final : public TraceVisitor {
  public:
   ProgressVisitor(TraceVisitor& t, uint64_t total, std::string label)
-      : t_(t), total_(total ? total : 1), label_(std::move(label)),
+      : t_(t),
+        total_(total ? total : 1),
+        label_(std::move(label)),
         start_(std::chrono::steady_clock::now()) {}
   ~ProgressVisitor() override {
     if (shown_) std::fprintf(stderr, "\r%s: done%20s\n", label_.c_str(), "");
@@ -166,8 +168,8 @@ void bind_trace(nb::module_& m) {
       std::rethrow_exception(p);
     } catch (const OutputError& e) {
       if (e.error_code()) {
-        nb::object err = nb::module_::import_("builtins").attr("OSError")(
-            e.error_code(), py_str(e.what()), py_str(e.path()));
+        nb::object err = nb::module_::import_("builtins")
+                             .attr("OSError")(e.error_code(), py_str(e.what()), py_str(e.path()));
         PyErr_SetObject(PyExc_OSError, err.ptr());
       } else {
         PyErr_SetString(PyExc_OSError, e.what());
@@ -184,8 +186,9 @@ void bind_trace(nb::module_& m) {
       .def_prop_ro("thread", [](const PyEvent& e) { return e.e().thread; })
       .def_prop_ro("start_ns", [](const PyEvent& e) { return e.e().start_ns; })
       .def_prop_ro("duration_ns", [](const PyEvent& e) { return e.e().dur_ns; })
-      .def_prop_ro("end_ns",
-                   [](const PyEvent& e) { return e.e().start_ns + std::max<int64_t>(0, e.e().dur_ns); })
+      .def_prop_ro(
+          "end_ns",
+          [](const PyEvent& e) { return e.e().start_ns + std::max<int64_t>(0, e.e().dur_ns); })
       .def_prop_ro("parent",
                    [](const PyEvent& e) -> nb::object {
                      if (e.e().parent < 0) return nb::none();
@@ -202,8 +205,9 @@ void bind_trace(nb::module_& m) {
       .def("__hash__", [](const PyEvent& e) { return std::hash<size_t>()(e.index); })
       .def("__repr__", [](const PyEvent& e) -> nb::str {
         const TraceEvent& ev = e.e();
-        return nb::str("Event(index={}, name={!r}, category={!r}, thread={}, start_ns={}, "
-                       "duration_ns={}, parent={}, depth={})")
+        return nb::str(
+                   "Event(index={}, name={!r}, category={!r}, thread={}, start_ns={}, "
+                   "duration_ns={}, parent={}, depth={})")
             .format(e.index, (*e.names)[ev.symbol], category_name(ev.category), ev.thread,
                     ev.start_ns, ev.dur_ns,
                     ev.parent < 0 ? nb::object(nb::none()) : nb::object(nb::int_(ev.parent)),
@@ -249,10 +253,12 @@ void bind_trace(nb::module_& m) {
             auto st = t.state->current();
             if (s >= st->symbols().size()) throw nb::index_error("symbol out of range");
             const Symbol& sym = st->symbols()[s];
-            return nb::make_tuple(py_str(sym.name), py_str(sym.file), sym.line, py_str(sym.function));
+            return nb::make_tuple(py_str(sym.name), py_str(sym.file), sym.line,
+                                  py_str(sym.function));
           },
           "s"_a)
-      .def_prop_ro("symbol_count", [](const PyTrace& t) { return t.state->current()->symbols().size(); })
+      .def_prop_ro("symbol_count",
+                   [](const PyTrace& t) { return t.state->current()->symbols().size(); })
       .def(
           "find",
           [](const PyTrace& t, nb::handle name) {
@@ -305,14 +311,15 @@ void bind_trace(nb::module_& m) {
             return nb::make_tuple(d.handle, d.seq_nr, d.flops, inputs);
           },
           "i"_a)
-      .def_prop_ro("threads",
-                   [](const PyTrace& t) {
-                     nb::list out;
-                     for (const ThreadInfo& th : t.state->current()->threads()) {
-                       out.append(nb::make_tuple(th.pid, th.os_tid, th.pthread_id, py_str(th.name)));
-                     }
-                     return out;
-                   })
+      .def_prop_ro(
+          "threads",
+          [](const PyTrace& t) {
+            nb::list out;
+            for (const ThreadInfo& th : t.state->current()->threads()) {
+              out.append(nb::make_tuple(th.pid, th.os_tid, th.pthread_id, py_str(th.name)));
+            }
+            return out;
+          })
       .def("stats",
            [](const PyTrace& t) {
              auto st = t.state->current();
@@ -404,9 +411,12 @@ void bind_trace(nb::module_& m) {
             t.state->index.reset();
           },
           "other"_a, "offset_ns"_a = 0)
-      .def_prop_ro("warnings", [](const PyTrace& t) { return py_strs(t.state->current()->warnings()); })
-      .def_prop_ro("dropped_events", [](const PyTrace& t) { return t.state->current()->dropped_events(); })
-      .def_prop_ro("recorded_events", [](const PyTrace& t) { return t.state->current()->recorded_events(); })
+      .def_prop_ro("warnings",
+                   [](const PyTrace& t) { return py_strs(t.state->current()->warnings()); })
+      .def_prop_ro("dropped_events",
+                   [](const PyTrace& t) { return t.state->current()->dropped_events(); })
+      .def_prop_ro("recorded_events",
+                   [](const PyTrace& t) { return t.state->current()->recorded_events(); })
       .def_prop_ro("slot_bytes", [](const PyTrace& t) { return t.state->current()->slot_bytes(); })
       .def_prop_ro("start_ns", [](const PyTrace& t) { return t.state->current()->start_ns(); })
       .def_prop_ro("stop_ns", [](const PyTrace& t) { return t.state->current()->stop_ns(); })

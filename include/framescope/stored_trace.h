@@ -47,8 +47,9 @@ class StoredTrace final : public TraceSource {
 
   /// Takes the events of a stopped session (consumes `raw`), resolving keys with `resolver`
   /// (only during this call). Threads whose OS id is in `thread_names` get that name.
-  static StoredTrace from_raw(RawTrace&& raw, const KeyResolver& resolver = {},
-                              const std::vector<std::pair<uint64_t, std::string>>& thread_names = {});
+  static StoredTrace from_raw(
+      RawTrace&& raw, const KeyResolver& resolver = {},
+      const std::vector<std::pair<uint64_t, std::string>>& thread_names = {});
 
   /// Reads a .fstrace (serialize() output, a saved or streamed file). With `owner`, the slots
   /// are read in place (zero copy; `owner` keeps `bytes` alive and `bytes.data()` must be

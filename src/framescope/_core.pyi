@@ -20,11 +20,14 @@ def _start(
     memory_limit: int,
     keep_newest: bool,
     propagated_only: bool = False,
+    stream_to: str = "",
 ) -> None:
-    """Starts the session (RuntimeError if one runs, ValueError for a bad backend)."""
+    """Starts the session (RuntimeError if one runs, ValueError for a bad backend; OSError when
+    the ``stream_to`` file cannot be created)."""
 
 def _stop(thread_names: list[tuple[int, str]] | None) -> Trace:
-    """Stops the session and keeps its events as a stored Trace."""
+    """Stops the session and keeps its events as a stored Trace (a streamed session: completes
+    its file and maps it; OSError when streaming failed)."""
 
 def is_enabled() -> bool:
     """True while a framescope session records."""

@@ -14,7 +14,13 @@ import types
 import zipfile
 from typing import Sequence
 
-from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
+from framescope.cli_traces import (
+    _FORMAT_CHOICES,
+    add_trace_commands,
+    resolve_output,
+    run_trace_command,
+    stream_file,
+)
 from framescope.profiler import profile
 
 
@@ -45,7 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, default=20, help="rows of the summary (0: none)")
     run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
                      help="summary order (default: self time)")
-    run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
+    run.add_argument("--memory-limit", default=None,
+                     help="event buffer limit (default: 1GiB; with --stream 64MiB)")
+    run.add_argument("--stream", action="store_true",
+                     help="write the events to a .fstrace file while the program runs (memory "
+                          "stays flat): the -o file itself when it is a .fstrace, else a "
+                          "temporary one converted to -o at the end")
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
     add_trace_commands(sub)
     return parser
@@ -120,10 +131,15 @@ def run(opts: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"framescope run: {exc}", file=sys.stderr)
         return 2
+    stream_to = stream_file(output, output_format) if opts.stream else None
     prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
-                   memory_limit=opts.memory_limit)
+                   memory_limit=opts.memory_limit, stream_to=stream_to)
     code = 0
-    prof.start()
+    try:
+        prof.start()
+    except OSError as exc:  # the stream's file cannot be created
+        print(f"framescope run: {exc}", file=sys.stderr)
+        return 2
     try:
         if opts.module is not None:
             runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
@@ -140,7 +156,10 @@ def run(opts: argparse.Namespace) -> int:
     finally:
         prof.stop()
         sys.stdout.flush()
-        prof.export(output, format=output_format)
+        if stream_to != output:
+            prof.export(output, format=output_format)
+        if stream_to is not None and stream_to != output:
+            os.unlink(stream_to)
         if opts.limit > 0:
             print(prof.summary(limit=opts.limit, sort_by=opts.sort), file=sys.stderr)
         print(f"framescope: trace written to {output} (backend: {prof.backend})",
