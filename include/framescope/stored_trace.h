@@ -117,6 +117,26 @@ class StoredTrace final : public TraceSource {
   mutable std::atomic<int64_t> event_count_{-1};
 };
 
+/// A replay of a StoredTrace driven in steps, for pull-style readers (an iterator over events):
+/// each advance() replays the next recorded slots into the visitor, with the calls and order of
+/// StoredTrace::visit. Holds references: `trace` and `visitor` must outlive it. Not thread-safe
+/// (one cursor per reader; any number of cursors may read one trace at once).
+class ReplayCursor {
+ public:
+  ReplayCursor(const StoredTrace& trace, TraceVisitor& visitor);
+  ~ReplayCursor();
+  ReplayCursor(const ReplayCursor&) = delete;
+  ReplayCursor& operator=(const ReplayCursor&) = delete;
+  /// Replays up to about `max_slots` recorded slots (begin_trace on the first call; a thread's
+  /// begin and end cost no slots). Returns false once end_trace has been reported, and from
+  /// then on does nothing. Rethrows what the visitor throws (the cursor is then done).
+  bool advance(uint64_t max_slots);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 /// Per-symbol call counts, inclusive and self time of a replay, sorted by self time
 /// (descending), with Trace::stats()'s meaning.
 std::vector<SymbolStats> compute_stats(const TraceSource& source, size_t symbol_count);

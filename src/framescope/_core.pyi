@@ -93,8 +93,8 @@ class Event:
     @property
     def open_at_stop(self) -> bool: ...
 
-class _EventCursor:
-    def __iter__(self) -> _EventCursor: ...
+class _EventIterator:
+    def __iter__(self) -> _EventIterator: ...
     def __next__(self) -> Event: ...
 
 class Trace:
@@ -106,8 +106,18 @@ class Trace:
         """(name, category, thread, start ns, duration ns (-1: instant), parent (-1: none),
         depth, symbol, category id)."""
 
-    def event_object(self, i: int) -> Event: ...
-    def iter_events(self, start: int = 0, stop: int = ...) -> _EventCursor: ...
+    def event_object(self, i: int) -> Event:
+        """Event ``i`` (IndexError past the end), through an index built on first use."""
+
+    def iter_events(self, start: int = 0, stop: int = ...) -> _EventIterator:
+        """Events with index in [start, stop), in index order, read by a replay as they are
+        iterated."""
+
+    def find_events(self, name: str) -> list[Event]:
+        """The events with this exact name, in index order."""
+
+    def children(self, parent: int) -> list[Event]:
+        """The direct children of the event with index ``parent``, in index order."""
     def symbol(self, s: int) -> tuple[str, str, int, str]:
         """(name, file, line, function) of symbol ``s``."""
 
