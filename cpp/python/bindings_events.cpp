@@ -16,6 +16,7 @@
 #include <new>
 
 #include "event_object.h"
+#include "py_text.h"
 #include "trace_handle.h"
 
 namespace nb = nanobind;
@@ -269,14 +270,6 @@ nb::list events_of(const std::shared_ptr<EventContext>& ctx, const std::vector<S
   return out;
 }
 
-std::string utf8_of(nb::handle name) {
-  PyObject* b = PyUnicode_AsEncodedString(name.ptr(), "utf-8", "surrogatepass");  // new
-  if (!b) throw nb::python_error();
-  std::string out(PyBytes_AS_STRING(b), size_t(PyBytes_GET_SIZE(b)));
-  Py_DECREF(b);
-  return out;
-}
-
 std::vector<char> symbols_named(const StoredTrace& st, const std::string& name) {
   std::vector<char> match(st.symbols().size(), 0);
   for (size_t i = 0; i < st.symbols().size(); ++i) match[i] = st.symbols()[i].name == name;
@@ -325,7 +318,7 @@ void bind_events(nb::module_& m, nb::class_<PyTrace>& trace) {
           "find",
           [](PyTrace& t, nb::handle name) {
             auto st = t.state->current();
-            std::vector<char> match = symbols_named(*st, utf8_of(name));
+            std::vector<char> match = symbols_named(*st, utf8_of(name.ptr()));
             std::vector<uint64_t> out;
             if (std::find(match.begin(), match.end(), 1) == match.end()) return out;
             nb::gil_scoped_release release;
@@ -339,7 +332,7 @@ void bind_events(nb::module_& m, nb::class_<PyTrace>& trace) {
           "find_events",
           [](PyTrace& t, nb::handle name) {
             auto ctx = context_of(t);
-            std::vector<char> match = symbols_named(*ctx->stored, utf8_of(name));
+            std::vector<char> match = symbols_named(*ctx->stored, utf8_of(name.ptr()));
             SymbolCollector c(std::move(match));
             {
               nb::gil_scoped_release release;

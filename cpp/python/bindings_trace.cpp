@@ -35,6 +35,19 @@ nb::list py_strs(const std::vector<std::string>& v) {
 
 }  // namespace
 
+void set_output_error(const OutputError& e) {
+  if (!e.error_code()) {
+    PyErr_SetString(PyExc_OSError, e.what());
+    return;
+  }
+  PyObject* err = PyObject_CallFunction(PyExc_OSError, "isN", e.error_code(), e.what(),
+                                        py_str(e.path()).release().ptr());  // new
+  if (err) {
+    PyErr_SetObject(PyExc_OSError, err);
+    Py_DECREF(err);
+  }
+}
+
 // The materialized index (random access: event(i), detail(i)), built once per trace state.
 std::shared_ptr<const Trace> index_of(TraceState& st) {
   {
@@ -141,13 +154,7 @@ void bind_trace(nb::module_& m) {
     try {
       std::rethrow_exception(p);
     } catch (const OutputError& e) {
-      if (e.error_code()) {
-        nb::object err = nb::module_::import_("builtins")
-                             .attr("OSError")(e.error_code(), py_str(e.what()), py_str(e.path()));
-        PyErr_SetObject(PyExc_OSError, err.ptr());
-      } else {
-        PyErr_SetString(PyExc_OSError, e.what());
-      }
+      set_output_error(e);
     } catch (const TraceFormatError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     }

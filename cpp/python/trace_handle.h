@@ -42,6 +42,8 @@ struct PyTrace {
 
 /// `s` as a str, invalid UTF-8 replaced by U+FFFD (names may hold anything).
 nb::str py_str(const std::string& s);
+/// Sets OSError(errno, message, path) for `e` (OSError(message) when it has no errno).
+void set_output_error(const OutputError& e);
 /// The materialized index of the current trace (random access), built once per trace state.
 std::shared_ptr<const Trace> index_of(TraceState& st);
 /// Adds the event methods (iter_events, find, children, random access) and the Event class.

@@ -10,6 +10,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 # --- sessions and ranges
 
 def _start(
+    owner: object,
     record_shapes: bool,
     profile_memory: bool,
     with_flops: bool,
@@ -20,14 +21,27 @@ def _start(
     memory_limit: int,
     keep_newest: bool,
     propagated_only: bool = False,
+    torch_ops: bool = False,
     stream_to: str = "",
 ) -> None:
-    """Starts the session (RuntimeError if one runs, ValueError for a bad backend; OSError when
-    the ``stream_to`` file cannot be created)."""
+    """Starts the session for ``owner`` (a profile) and sets ``owner._running = True`` and
+    ``owner._trace = None`` in the same call (RuntimeError if a session runs, ValueError for a
+    bad backend, OSError when the ``stream_to`` file cannot be created)."""
 
-def _stop(thread_names: list[tuple[int, str]] | None) -> Trace:
-    """Stops the session and keeps its events as a stored Trace (a streamed session: completes
-    its file and maps it; OSError when streaming failed)."""
+def _stop(owner: object, keep: bool = True) -> bool:
+    """Stops the session ``owner`` started; its Trace (None unless ``keep``) goes to
+    ``owner._trace`` and ``owner._running`` becomes False, in the same call (a streamed session:
+    its file is completed and mapped; OSError when streaming failed). False, changing nothing,
+    when ``owner`` does not own the running session."""
+
+def _session_owner() -> object | None:
+    """The profile object whose session runs, or None."""
+
+# framescope.profile's start, stop, __enter__ and __exit__ (instance methods written in C).
+def _profile_start(self: Any) -> Any: ...
+def _profile_enter(self: Any) -> Any: ...
+def _profile_stop(self: Any) -> Any: ...
+def _profile_exit(self: Any, exc_type: Any, exc: Any, tb: Any) -> None: ...
 
 def is_enabled() -> bool:
     """True while a framescope session records."""
@@ -41,7 +55,8 @@ def _set_stack_segment_budget(bytes: int) -> int:
 def _stack_segments_supported() -> bool:
     """True when the frame hook can continue deep recursion on stack segments here."""
 def mark(name: str) -> None:
-    """Records an instant event on the calling thread; no-op without a session."""
+    """Records an instant event on the calling thread; no-op without a session. TypeError for a
+    name that is not a str; lone surrogates are stored as U+FFFD."""
 
 def record_memory(
     address: int, bytes: int, total_allocated: int, total_reserved: int = 0, device: int = -1
@@ -178,6 +193,19 @@ def _clock_floor_eval_hook(enable: bool) -> None:
     """Installs (or removes) a PEP 523 hook that reads the clock at each call's entry and exit
     and stores two 16-byte events in a small ring: the limit of any tracer that times every call
     (bench/tracer_overhead.py)."""
+
+# --- torch ops (cpp/python/torch_ops.cpp; used by framescope.torch_ops)
+
+def _torch_ops_attach() -> tuple[str, bool]:
+    """Finds torch's RecordFunction functions in the loaded libtorch: (library path, whether
+    input dtypes are available). RuntimeError when torch is not loaded or lacks one."""
+def _torch_ops_probe(fn: Callable[[], object], /) -> list[tuple[str, int, list[list[int]], list[str]]]:
+    """Calls fn() under the observer and returns (name, torch scope, input sizes, input types)
+    of each op it saw on this thread, recording nothing."""
+def _torch_ops_enable(record_inputs: bool, /) -> None:
+    """Registers the observer: torch ops record into the active session (idempotent)."""
+def _torch_ops_disable() -> None:
+    """Removes the observer (idempotent)."""
 
 # --- eval_frame API
 # (cpp/python/eval_frame_*.cpp; public names and docs in framescope.eval_frame)

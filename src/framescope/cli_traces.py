@@ -9,7 +9,7 @@ import sys
 
 from framescope.export import EXTENSIONS, format_for_path, format_name
 
-_FORMAT_CHOICES = ["chrome", "perfetto", "pstats", "speedscope", "collapsed", "fstrace"]
+_FORMAT_CHOICES = ["chrome", "perfetto", "pstats", "speedscope", "collapsed", "fstrace", "html"]
 
 
 def resolve_output(output: str | None, format: str | None) -> tuple[str, str]:
@@ -26,7 +26,7 @@ def resolve_output(output: str | None, format: str | None) -> tuple[str, str]:
         name = "chrome"
     if output is None:
         output = "framescope.trace" + EXTENSIONS[name]
-    if output.endswith(".gz") and name in ("pstats", "perfetto", "fstrace"):
+    if output.endswith(".gz") and name in ("pstats", "perfetto", "fstrace", "html"):
         raise ValueError(f"{name} output is binary: it is not gzip-compressed ({output!r})")
     return output, name
 

@@ -16,6 +16,7 @@ EXTENSIONS = {
     "speedscope": ".speedscope.json",
     "collapsed": ".collapsed",
     "fstrace": ".fstrace",
+    "html": ".html",
 }
 _ALIASES = {"json": "chrome", "pftrace": "perfetto", "prof": "pstats", "folded": "collapsed"}
 
@@ -43,12 +44,13 @@ def format_for_path(path: str) -> str:
         (".collapsed", "collapsed"),
         (".folded", "collapsed"),
         (".fstrace", "fstrace"),
+        (".html", "html"),
     ):
         if p.endswith(suffix):
             return name
     raise ValueError(
         f"cannot tell the format from {path!r}: use .json, .json.gz, .pftrace, .speedscope.json, "
-        ".collapsed, .prof, .pstats or .fstrace, or give format="
+        ".collapsed, .prof, .pstats, .fstrace or .html, or give format="
     )
 
 
@@ -64,6 +66,12 @@ def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None 
         if p.endswith(".gz"):
             raise ValueError(".fstrace files are not compressed (they are mapped when loaded)")
         trace.save(p)
+    elif name == "html":  # the report page (framescope.report), written in Python
+        if p.endswith(".gz"):
+            raise ValueError("the HTML report is not compressed (open it in a browser)")
+        from framescope import report
+
+        report.write(report.from_trace(trace, os.path.basename(p)), p)
     else:
         trace.export(p, name)
 
