@@ -63,8 +63,10 @@ StreamWriter::StreamWriter(const std::string& path, Session& session)
 
 StreamWriter::~StreamWriter() {
   if (forked_away()) {
-    // The parent's thread and file: neither joined nor closed (nor the temporary unlinked).
+    // The parent's thread, file and shared state: neither joined, closed, unlinked nor
+    // destroyed (see Shared).
     (void)file_.release();
+    (void)shared_.release();
     thread_ = nullptr;
     return;
   }
@@ -75,80 +77,86 @@ bool StreamWriter::forked_away() const noexcept { return getpid() != pid_; }
 
 bool StreamWriter::accepting() const noexcept {
   if (forked_away()) return false;
-  std::lock_guard<std::mutex> lock(mutex_);
-  return accepting_;
+  Shared& sh = *shared_;
+  std::lock_guard<std::mutex> lock(sh.mutex);
+  return sh.accepting;
 }
 
 void StreamWriter::hand_off(StreamedChunk&& chunk) noexcept {
+  Shared& sh = *shared_;
   RawEvent* events = chunk.events;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(sh.mutex);
     try {
-      queue_.push_back(std::move(chunk));
+      sh.queue.push_back(std::move(chunk));
       events = nullptr;
     } catch (...) {
-      failed_ = true;
-      error_ = "framescope: out of memory queueing a chunk for the stream to '" + path_ + "'";
+      sh.failed = true;
+      sh.error = "framescope: out of memory queueing a chunk for the stream to '" + path_ + "'";
     }
   }
   if (events) {
     session_.give_back_chunk(events);
-    room_cv_.notify_all();
+    sh.room_cv.notify_all();
     return;
   }
-  work_cv_.notify_one();
+  sh.work_cv.notify_one();
 }
 
 RawEvent* StreamWriter::wait_for_chunk() noexcept {
   if (forked_away()) return nullptr;
-  std::unique_lock<std::mutex> lock(mutex_);
+  Shared& sh = *shared_;
+  std::unique_lock<std::mutex> lock(sh.mutex);
   for (;;) {
-    if (failed_ || drained_) return nullptr;
-    const uint64_t seen = returned_;
-    const bool in_flight = !queue_.empty() || writing_;
+    if (sh.failed || sh.drained) return nullptr;
+    const uint64_t seen = sh.returned;
+    const bool in_flight = !sh.queue.empty() || sh.writing;
     lock.unlock();
     if (RawEvent* c = session_.take_chunk()) return c;
     lock.lock();
     // Nothing was in flight and nothing came back since: the budget is held by the threads'
     // current chunks, and waiting would never end.
-    if (!in_flight && returned_ == seen) return nullptr;
-    room_cv_.wait(lock, [&] { return returned_ != seen || failed_; });
+    if (!in_flight && sh.returned == seen) return nullptr;
+    sh.room_cv.wait(lock, [&] { return sh.returned != seen || sh.failed; });
   }
 }
 
 void StreamWriter::close_intake() noexcept {
   if (forked_away()) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  accepting_ = false;
+  Shared& sh = *shared_;
+  std::lock_guard<std::mutex> lock(sh.mutex);
+  sh.accepting = false;
 }
 
 void StreamWriter::drain() noexcept {
   if (forked_away() || !thread_) return;
+  Shared& sh = *shared_;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(sh.mutex);
+    sh.stopping = true;
   }
-  work_cv_.notify_all();
+  sh.work_cv.notify_all();
   thread_->join();
   delete thread_;
   thread_ = nullptr;
-  std::lock_guard<std::mutex> lock(mutex_);
-  drained_ = true;
-  room_cv_.notify_all();
+  std::lock_guard<std::mutex> lock(sh.mutex);
+  sh.drained = true;
+  sh.room_cv.notify_all();
 }
 
 void StreamWriter::run() noexcept {
+  Shared& sh = *shared_;
   for (;;) {
     StreamedChunk c;
     bool skip;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-      if (queue_.empty()) return;
-      c = std::move(queue_.front());
-      queue_.pop_front();
-      writing_ = true;
-      skip = failed_;
+      std::unique_lock<std::mutex> lock(sh.mutex);
+      sh.work_cv.wait(lock, [&] { return !sh.queue.empty() || sh.stopping; });
+      if (sh.queue.empty()) return;
+      c = std::move(sh.queue.front());
+      sh.queue.pop_front();
+      sh.writing = true;
+      skip = sh.failed;
     }
     std::string error;
     int error_code = 0;
@@ -164,16 +172,16 @@ void StreamWriter::run() noexcept {
     }
     session_.give_back_chunk(c.events);
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      writing_ = false;
-      ++returned_;
-      if (!error.empty() && !failed_) {
-        failed_ = true;
-        error_ = std::move(error);
-        error_code_ = error_code;
+      std::lock_guard<std::mutex> lock(sh.mutex);
+      sh.writing = false;
+      ++sh.returned;
+      if (!error.empty() && !sh.failed) {
+        sh.failed = true;
+        sh.error = std::move(error);
+        sh.error_code = error_code;
       }
     }
-    room_cv_.notify_all();
+    sh.room_cv.notify_all();
   }
 }
 
@@ -229,9 +237,10 @@ StoredTrace StreamWriter::finish(RawTrace&& raw, const KeyResolver& resolver,
   if (finished_) return StoredTrace::load(path_);
   close_intake();
   drain();
-  if (failed_) {
+  Shared& sh = *shared_;
+  if (sh.failed) {
     file_.reset();  // removes the temporary file
-    throw OutputError(error_, error_code_, path_);
+    throw OutputError(sh.error, sh.error_code, path_);
   }
   // Each thread's slots: those written during the session, then those still in memory at stop
   // (written below). Side records of the written slots go back in front of the snapshot's.

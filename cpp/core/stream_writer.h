@@ -128,24 +128,30 @@ class StreamWriter {
   std::string part_record_;        // the placeholder part record, patched at finish
   std::thread* thread_ = nullptr;  // a pointer: leaked, never destroyed, in a forked child
 
-  mutable std::mutex mutex_;
-  std::condition_variable work_cv_;  // writer: chunks queued or stopping
-  std::condition_variable room_cv_;  // recorders: a chunk went back
-  std::deque<StreamedChunk> queue_;
-  uint64_t returned_ = 0;  // chunks given back so far
-  bool writing_ = false;   // the writer holds a chunk out of the queue
-  bool stopping_ = false;
-  bool accepting_ = true;
-  bool failed_ = false;
-  std::string error_;
-  int error_code_ = 0;
+  // What the recording threads and the writer share. On the heap, so that a forked child can
+  // abandon it: the parent's writer may have been waiting on a condition variable at the fork,
+  // and destroying the child's copy of it would wait for that waiter forever.
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable work_cv;  // writer: chunks queued or stopping
+    std::condition_variable room_cv;  // recorders: a chunk went back
+    std::deque<StreamedChunk> queue;
+    uint64_t returned = 0;  // chunks given back so far
+    bool writing = false;   // the writer holds a chunk out of the queue
+    bool stopping = false;
+    bool accepting = true;
+    bool failed = false;
+    bool drained = false;
+    std::string error;
+    int error_code = 0;
+  };
+  std::unique_ptr<Shared> shared_ = std::make_unique<Shared>();
 
   // Owned by the writer thread until drain() joined it.
   std::unordered_map<uint32_t, StreamedThread> threads_;
   RecordedKeys keys_;
   uint64_t written_events_ = 0;
   uint64_t written_bytes_ = 0;
-  bool drained_ = false;
   bool finished_ = false;
 };
 

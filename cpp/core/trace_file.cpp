@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -94,10 +95,13 @@ RangeInput read_input(Reader& r) {
   return in;
 }
 
+// In key order, so that the same trace always serializes to the same bytes.
 template <class Map>
 void write_map(BlockWriter& w, const Map& m) {
-  w.pod<uint64_t>(m.size());
-  for (const auto& [k, v] : m) {
+  std::vector<std::pair<uint64_t, uint32_t>> sorted(m.begin(), m.end());
+  std::sort(sorted.begin(), sorted.end());
+  w.pod<uint64_t>(sorted.size());
+  for (const auto& [k, v] : sorted) {
     w.pod<uint64_t>(k);
     w.pod<uint32_t>(v);
   }
