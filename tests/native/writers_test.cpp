@@ -9,9 +9,11 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include "framescope/writers.h"
+#include "gzip_output.h"
 #include "json_checker.h"
 #include "trace_workload.h"
 
@@ -302,6 +304,64 @@ TEST_F(WritersTest, GzipRoundTripsAndFilesAreReplacedAtomically) {
     EXPECT_EQ(e.path(), "/nonexistent-dir/t.json");
   }
   EXPECT_THROW(open_file_output(std::string("a\0b", 3)), std::invalid_argument);
+}
+
+// Inflates one gzip member; fails the test unless it ends exactly at the end of `gz`.
+std::string gunzip_one_member(const std::string& gz) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
+  std::string out(gz.size() * 20 + 1024, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  z.avail_in = uInt(gz.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = uInt(out.size());
+  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+  EXPECT_EQ(z.avail_in, 0u) << "bytes after the first gzip member";
+  out.resize(z.total_out);
+  inflateEnd(&z);
+  return out;
+}
+
+TEST_F(WritersTest, ParallelGzipIsOneMemberWithTheRatioOfASequentialStream) {
+  // 5.5 MB of trace text (blocks of 1 MiB cut it anywhere) plus some incompressible bytes.
+  std::string text = write(ExportFormat::kChromeJson);
+  while (text.size() < (size_t(11) << 19)) text += text;
+  std::mt19937 rng(3);
+  for (int i = 0; i < 100000; ++i) text.push_back(char(rng()));
+  std::map<unsigned, size_t> sizes;
+  for (unsigned workers : {0u, 1u, 3u}) {
+    auto sink = std::make_unique<StringSink>();
+    StringSink* raw = sink.get();
+    auto gz = exporters::make_gzip_sink(std::move(sink), workers);
+    // Writes of odd sizes, as a writer's blocks come.
+    for (size_t at = 0; at < text.size();) {
+      const size_t n = std::min(text.size() - at, size_t(rng() % 300000));
+      gz->write(text.data() + at, n);
+      at += n;
+    }
+    gz->commit();
+    EXPECT_TRUE(gunzip_one_member(raw->out) == text) << workers << " workers";
+    sizes[workers] = raw->out.size();
+  }
+  // One sequential level-1 stream of the same text, for the ratio.
+  z_stream z{};
+  ASSERT_EQ(deflateInit2(&z, 1, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string seq(deflateBound(&z, uLong(text.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(text.data());
+  z.avail_in = uInt(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(seq.data());
+  z.avail_out = uInt(seq.size());
+  ASSERT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  const size_t sequential = z.total_out;
+  deflateEnd(&z);
+  EXPECT_EQ(sizes[0], sizes[3]);  // the same bytes whoever compresses
+  EXPECT_LT(double(sizes[3]), 1.01 * double(sequential));
+  // Empty input is a valid (empty) gzip file too.
+  auto sink = std::make_unique<StringSink>();
+  StringSink* raw = sink.get();
+  auto gz = exporters::make_gzip_sink(std::move(sink), 2);
+  gz->commit();
+  EXPECT_EQ(gunzip_one_member(raw->out), "");
 }
 
 TEST_F(WritersTest, FormatsByPathAndName) {
