@@ -81,7 +81,7 @@ print(json.dumps({"before": before, "peak": peak, "slot_bytes": prof.trace.slot_
 
 # A streamed session of about `target` events on four threads, then its Perfetto conversion.
 STREAM_CHILD = r"""
-import json, os, resource, sys, threading, time
+import json, math, os, resource, sys, threading, time
 import framescope
 def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
@@ -96,7 +96,7 @@ target, fstrace, pftrace = float(sys.argv[1]), sys.argv[2], sys.argv[3]
 n = 20
 while 4 * 2 * calls(n + 1) <= target:
     n += 1
-rounds = max(1, round(target / (4 * 2 * calls(n))))
+rounds = max(1, math.ceil(target / (4 * 2 * calls(n))))
 def work():
     for _ in range(rounds):
         fib(n)
