@@ -3,7 +3,9 @@
 // Two steps. At stop, build_part() keeps the slots of a session as they are and resolves what
 // they refer to (code objects, C functions, static names, side records) into symbols, once.
 // Then every reader replays: replay_part() walks each thread's slots and reports slices to a
-// TraceVisitor. This file is the only place that decides which event encloses which.
+// TraceVisitor, in one go or in steps (ReplayCursor: the Replayer keeps where it is, so a pull
+// reader such as the Python event iterator can ask for a few thousand slots at a time). This
+// file is the only place that decides which event encloses which.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -119,7 +121,7 @@ void prepend_carried(RawThread& t, PartThread& pt, TracePart& part) {
   const uint64_t c = d.carried.size();
   const uint64_t first = d.first_seq;
   const uint64_t start = std::max(first, c) - c;
-  const uint64_t shift = start + c - first;  // added to the kept slots' seqs
+  const uint64_t shift = start + c - first;            // added to the kept slots' seqs
   std::unordered_map<uint64_t, uint64_t> carried_seq;  // recorded seq -> new seq
   for (uint64_t i = 0; i < c; ++i) {
     RawEvent& e = d.carried[i];
@@ -253,7 +255,7 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
 // resident would make its memory the file's size. The mapping is private, read-only and never
 // written, so dropping its pages loses nothing: a later access faults them in again from the
 // page cache. Only whole pages inside [begin, end) go.
-void release_slot_pages(const RawEvent* begin, const RawEvent* end) noexcept {
+void release_mapped_pages(const void* begin, const void* end) noexcept {
   static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   const uintptr_t from = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
   const uintptr_t to = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
@@ -313,7 +315,7 @@ class Replayer {
         // Blocks of slots, so that a mapped trace's pages can be let go of as the replay passes.
         if (part_.release_pages &&
             (k_ - released_ >= kReleaseBlockSlots || k_ == run.count || stopped_)) {
-          release_slot_pages(run.slots + released_, run.slots + k_);
+          release_mapped_pages(run.slots + released_, run.slots + k_);
           released_ = k_;
         }
         if (k_ == run.count) {

@@ -416,7 +416,7 @@ void read_tables(std::string_view payload, TracePart& part,
             ++part.recorded_events;
           }
         }
-        if (part.release_pages) release_slot_pages(run.slots + block_start, run.slots + k);
+        if (part.release_pages) release_mapped_pages(run.slots + block_start, run.slots + k);
       }
     }
   }
@@ -469,7 +469,15 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
   int64_t offset_ns = 0;
   std::map<uint32_t, std::vector<PendingChunk>> chunks;
   size_t pos = 16;
+  // Reading a record header faults in the pages around it (the kernel maps up to 64 KiB around
+  // a fault): a big mapped file lets go of what the scan passed, as the replay does.
+  const bool release = in_place && bytes.size() >= kReleasePagesFrom;
+  size_t released = 0;
   while (pos < bytes.size()) {
+    if (release && pos - released >= kReleaseBlockSlots * sizeof(RawEvent)) {
+      release_mapped_pages(bytes.data() + released, bytes.data() + pos);
+      released = pos;
+    }
     if (bytes.size() - pos < 16) fail("truncated record header");
     uint32_t type, aux;
     uint64_t length;

@@ -106,9 +106,9 @@ constexpr uint64_t kReleaseBlockSlots = uint64_t(1) << 19;
 /// Mapped parts with this many bytes of slots or more have release_pages (a streamed trace of
 /// 200 M events maps 1.6 GB); smaller ones stay resident for re-reads.
 constexpr uint64_t kReleasePagesFrom = uint64_t(64) << 20;
-/// Lets go of the whole pages inside [begin, end) of a part's mapped (private, read-only)
-/// slots: a later access faults them in again from the file. Defined in replay.cpp.
-void release_slot_pages(const RawEvent* begin, const RawEvent* end) noexcept;
+/// Lets go of the whole pages inside [begin, end) of a mapped (private, read-only) trace file:
+/// a later access faults them in again from the file. Defined in replay.cpp.
+void release_mapped_pages(const void* begin, const void* end) noexcept;
 
 /// Replays one part into `visitor`, reporting ids through `ref` (symbol map, thread and detail
 /// bases, time offset). `next_index` is the index of the part's first event and is advanced past
