@@ -13,7 +13,7 @@ import signal
 import sys
 import types
 import zipfile
-from typing import NoReturn, Sequence
+from typing import NoReturn, Sequence, cast
 
 from framescope import __version__, _core
 from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Low-overhead profiler for CPython: every Python call, plus native ranges.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"framescope {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+                parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
     run = sub.add_parser(
         "run",
         help="run a script or module under the profiler, write a trace, print a summary",
