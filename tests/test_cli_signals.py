@@ -235,5 +235,6 @@ def test_version_is_the_package_version() -> None:
                          text=True, timeout=60)
     import framescope
 
-    assert out.stdout.strip() == f"framescope {metadata.version('framescope')}"
-    assert framescope.__version__ == metadata.version("framescope")
+    version = metadata.version("framescope")  # pyproject's, from src/framescope/_version.py
+    assert out.stdout.strip() == f"framescope {version}"
+    assert framescope.__version__ == framescope._core.__version__ == version
