@@ -462,3 +462,42 @@ def test_exit_with_torch_imported_has_no_leak_report() -> None:
     """)
     assert out.returncode == 0, out.stderr
     assert "leaked" not in out.stderr, out.stderr
+
+
+# -- flight recorder --------------------------------------------------------------------------------
+
+
+def middle(n: int) -> int:
+    total = 0
+    with framescope.record_function("enclosing_range"):
+        for _ in range(n):
+            total += leaf()
+        framescope.mark("window_end")
+    return total
+
+
+def outer(n: int) -> int:
+    return middle(n)
+
+
+@pytest.mark.parametrize("backend", ["frame_hook", "fallback"])
+def test_keep_newest_keeps_what_encloses_the_window(backend: str) -> None:
+    """Before: the flight recorder dropped the begins of the frames and ranges that enclose its
+    window with the recycled chunks, so the newest events floated at the root."""
+    with framescope.profile(memory_limit="256KiB", on_limit="keep_newest",
+                            backend=backend) as prof:  # type: ignore[arg-type]
+        outer(100_000)
+    events = prof.events()
+    assert prof.trace.dropped_events > 0
+    (end,) = events.named("window_end")
+    chain = []
+    p = end.parent
+    while p is not None and p >= 0:
+        chain.append(events[p].name)
+        p = events[p].parent
+    assert chain[0] == "enclosing_range", chain
+    assert chain[1].endswith(": middle") and chain[2].endswith(": outer"), chain
+    (mid,) = [e for e in events if e.name.endswith(": middle")]
+    leaves = [e for e in events if e.name.endswith(": leaf")]
+    assert leaves and mid.start_ns < leaves[0].start_ns, "the enclosing frame keeps its real start"
+    assert len(leaves) < 100_000
