@@ -221,6 +221,7 @@ class _Finisher:
         self.finished = False
         self.interrupts = 0
         self.deferred: int | None = None  # a signal that came while the trace was written
+        self.pid = os.getpid()
 
     def install(self) -> None:
         atexit.register(self.finish)
@@ -264,6 +265,11 @@ class _Finisher:
         if self.finished:
             return
         self.finished = True
+        if os.getpid() != self.pid:
+            # A child the program forked (os.fork) and that exits through python's exit path:
+            # the trace file is the parent's, which must not be overwritten by the child's.
+            _core._stop(self.prof, keep=False)
+            return
         _core._stop(self.prof)  # first: none of the finishing shows in the trace
         for name in self._SIGNALS:
             if (signum := getattr(signal, name, None)) is not None:
