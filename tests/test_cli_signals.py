@@ -267,3 +267,13 @@ def test_a_forked_child_does_not_overwrite_the_trace(tmp_path: Path) -> None:
     names = names_in(tmp_path / "t.json")
     assert "forks.py(4): parent_work" in names
     assert "forks.py(7): child_work" not in names
+
+
+def test_script_with_a_syntax_error_is_reported_as_python_does(tmp_path: Path) -> None:
+    write(tmp_path / "bad.py", "def broken(:\n    pass\n")
+    plain = subprocess.run([sys.executable, "bad.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+    out = subprocess.run(framescope_cmd("-o", "t.json", "bad.py"), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == plain.returncode == 1
+    assert out.stderr == plain.stderr

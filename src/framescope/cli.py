@@ -365,7 +365,11 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
     else:
         sys.argv = list(target_argv)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target_argv[0])))
-    script = _load_script(target_argv[0]) if module is None else None
+    try:
+        script = _load_script(target_argv[0]) if module is None else None
+    except (SyntaxError, OSError, ValueError) as exc:  # as python reports a script it can't run
+        sys.excepthook(type(exc), exc.with_traceback(None), None)
+        return 1
     _Finisher(prof, opts).install()
     prof.start()
     try:
