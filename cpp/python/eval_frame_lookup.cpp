@@ -45,7 +45,8 @@ struct LookupContext {
 
 // Whether `e` may be hit by this lookup. An isolated setting sees only the entries made under an
 // equal key; a shared one sees the shared entries, and in run-only mode every entry (as torch's
-// run-only mode matches every backend). 1 yes, 0 no, -1 error (a key's __eq__ raised).
+// run-only mode matches every backend; a RUN_ONLY recursive action drops the isolation, see
+// run_swapped). 1 yes, 0 no, -1 error (a key's __eq__ raised).
 FRAMESCOPE_ALWAYS_INLINE int entry_visible(const CacheEntryObject* e, const LookupContext& lk) {
   PyObject* key = e->isolation;
   if (FRAMESCOPE_LIKELY(!lk.isolation)) return lk.run_only || !key;
@@ -392,26 +393,31 @@ FRAMESCOPE_NOINLINE Plan intercept(PyThreadState* ts, FsFrame* frame, PyCodeObje
   return plan;
 }
 
-// Runs the frame (or `entry` on it) with the thread's callback swapped for what the recursive
-// action says every frame it calls does: SKIP -> None, RUN_ONLY -> False. Afterwards the callback
-// is put back, unless set_eval_frame() was called on this thread meanwhile (then that choice
-// stands; torch puts its callback back regardless).
+// Runs the frame (or `entry` on it) with the thread's setting swapped for what the recursive
+// action says every frame it calls does: SKIP -> callback None; RUN_ONLY -> False without
+// isolation, so that, as in torch (whose run-only mode matches every backend), the callees' hits
+// may run any entry. Afterwards the setting is put back, unless set_eval_frame() was called on
+// this thread meanwhile (then that choice stands; torch puts its callback back regardless).
 FRAMESCOPE_NOINLINE PyObject* run_swapped(PyThreadState* ts, FsFrame* frame, int throwflag,
                                           uint8_t action, CacheEntryObject* entry) {
   PyObject* replacement = action == kActionSkip ? nullptr : Py_False;
   PyObject* saved = t_hook.eval_callback;  // the thread's reference: ours while the frame runs
-  if (saved == replacement) {
+  if (saved == replacement && (!replacement || !t_eval.isolation)) {
     return entry ? run_entry_code(ts, frame, entry) : run_frame(ts, frame, throwflag);
   }
+  PyObject* saved_isolation = replacement ? t_eval.isolation : nullptr;  // moved here too
+  if (replacement) t_eval.isolation = nullptr;
   const uint64_t generation = t_eval.generation;
   t_hook.eval_callback = Py_XNewRef(replacement);
   PyObject* result = entry ? run_entry_code(ts, frame, entry) : run_frame(ts, frame, throwflag);
   if (t_eval.generation == generation) {
     PyObject* current = t_hook.eval_callback;
     t_hook.eval_callback = saved;
+    if (replacement) t_eval.isolation = saved_isolation;
     Py_XDECREF(current);
   } else {
     Py_XDECREF(saved);
+    Py_XDECREF(saved_isolation);
   }
   return result;
 }
