@@ -85,9 +85,8 @@ PyObject* set_eval_frame_py(PyObject*, PyObject* args, PyObject* kwargs) {
   PyObject* callback = nullptr;
   PyObject* isolate = Py_False;
   const char* guard_errors = "raise";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Os:set_eval_frame",
-                                   const_cast<char**>(kwlist), &callback, &isolate,
-                                   &guard_errors)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$Os:set_eval_frame", const_cast<char**>(kwlist),
+                                   &callback, &isolate, &guard_errors)) {
     return nullptr;
   }
   if (callback != Py_None && callback != Py_False && !PyCallable_Check(callback)) {
@@ -303,7 +302,8 @@ PyObject* debug_state_py(PyObject*, PyObject*) {
 }
 
 PyMethodDef g_methods[] = {
-    {"set_eval_frame", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_eval_frame_py)),
+    {"set_eval_frame",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(set_eval_frame_py)),
      METH_VARARGS | METH_KEYWORDS,
      "set_eval_frame(callback, /, *, isolate=False, guard_errors='raise')\n--\n\n"
      "Sets this thread's eval_frame callback (None, False or a callable) and returns the "

@@ -22,7 +22,7 @@ namespace framescope::py {
 /// What a frame does (torch's FrameAction): values of framescope.eval_frame.FrameAction.
 enum FrameAction : uint8_t {
   kActionDefault = 0,  ///< look the code up; call the callback on a miss
-  kActionSkip = 1,     ///< run the original code, no lookup (for the frames it calls: callback None)
+  kActionSkip = 1,     ///< run the original code, no lookup (recursive: the callback is None)
   kActionRunOnly = 2,  ///< look up and run a hit; a miss runs the original code, no callback
 };
 
@@ -280,7 +280,7 @@ struct PendingError {
 #endif
 };
 
-// ---- process-wide settings (GIL-protected) -------------------------------------------------------
+// ---- process-wide settings (GIL-protected) ----------------------------------------------------
 
 extern PyObject* g_guard_fail_hook;      ///< strong or null
 extern PyObject* g_guard_error_hook;     ///< strong or null

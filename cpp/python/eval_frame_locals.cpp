@@ -146,10 +146,10 @@ PyObject* on_own_dict(PyObject* self, const char* method, PyObject* const* args,
   return r;
 }
 
-#define FS_DICT_METHOD(name)                                                                  \
-  PyObject* locals_dict_##name(PyObject* self, PyObject* const* args, Py_ssize_t nargs,            \
-                          PyObject* kwnames) {                                                \
-    return on_own_dict(self, #name, args, nargs, kwnames);                                    \
+#define FS_DICT_METHOD(name)                                                            \
+  PyObject* locals_dict_##name(PyObject* self, PyObject* const* args, Py_ssize_t nargs, \
+                               PyObject* kwnames) {                                     \
+    return on_own_dict(self, #name, args, nargs, kwnames);                              \
   }
 FS_DICT_METHOD(pop)
 FS_DICT_METHOD(setdefault)
@@ -230,7 +230,8 @@ PyMethodDef g_locals_methods[] = {
     {"copy", locals_copy, METH_NOARGS, "A dict of the contents."},
     {"pop", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(locals_dict_pop)),
      METH_FASTCALL | METH_KEYWORDS, "As dict.pop (the frame never sees writes)."},
-    {"setdefault", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(locals_dict_setdefault)),
+    {"setdefault",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(locals_dict_setdefault)),
      METH_FASTCALL | METH_KEYWORDS, "As dict.setdefault (the frame never sees writes)."},
     {"update", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(locals_dict_update)),
      METH_FASTCALL | METH_KEYWORDS, "As dict.update (the frame never sees writes)."},
@@ -301,7 +302,7 @@ void release_frame_locals(PyObject* obj) {
   if (Py_REFCNT(obj) == 1) {
     self->frame = nullptr;
     if (!t_eval.locals_cache) {
-      Py_CLEAR(self->snapshot);  // written to during its lookup: back to a blank view
+      Py_CLEAR(self->snapshot);   // written to during its lookup: back to a blank view
       t_eval.locals_cache = obj;  // recycled for the next lookup on this thread
       return;
     }

@@ -187,7 +187,8 @@ int walk_entries(EvalState* st, FsFrame* frame, const LookupContext& lk, PyObjec
       if (!check_fn) break;
       int ok = call_guard(check_fn, locals);
       const bool raised = ok < 0;
-      if (raised && (ok = handle_guard_error(check_fn, e, locals, index, lk.guard_errors_fail)) < 0) {
+      if (raised &&
+          (ok = handle_guard_error(check_fn, e, locals, index, lk.guard_errors_fail)) < 0) {
         Py_DECREF(check_fn);
         Py_DECREF(e);
         return -1;
@@ -453,8 +454,7 @@ PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
   PyObject* callback = t_hook.eval_callback;
   if (st) {
     const ExecStrategy s = st->strategy;
-    if (s.cur == kActionSkip ||
-        (!st->head && (callback == Py_False || s.cur == kActionRunOnly))) {
+    if (s.cur == kActionSkip || (!st->head && (callback == Py_False || s.cur == kActionRunOnly))) {
       return run_under(ts, frame, 0, s.recursive, nullptr);
     }
   } else if (callback == Py_False) {

@@ -18,8 +18,7 @@ PyObject* strategy_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* recursive = nullptr;
   int apply_to_code = 1;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOp:FrameExecStrategy",
-                                   const_cast<char**>(kwlist), &cur, &recursive,
-                                   &apply_to_code)) {
+                                   const_cast<char**>(kwlist), &cur, &recursive, &apply_to_code)) {
     return nullptr;
   }
   ExecStrategy s;

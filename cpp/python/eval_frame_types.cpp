@@ -354,7 +354,8 @@ bool eval_frame_types_init(PyObject* module) {
   t->tp_flags = Py_TPFLAGS_DEFAULT;
   t->tp_doc = PyDoc_STR(
       "The frame an eval_frame callback receives: f_code, f_locals, f_globals, f_builtins, "
-      "f_lasti, f_lineno, f_back, closure. Valid only while the callback runs; afterwards every attribute "
+      "f_lasti, f_lineno, f_back, closure. Valid only while the callback runs; afterwards every "
+      "attribute "
       "raises RuntimeError.");
   t->tp_dealloc = eval_frame_dealloc;
   t->tp_repr = eval_frame_repr;
