@@ -10,8 +10,6 @@
 
 namespace framescope::py {
 
-thread_local EvalThread t_eval FRAMESCOPE_TLS_IE = {nullptr, 0, nullptr, nullptr, nullptr, false};
-
 // Lives in the thread's dict (PyThreadState_GetDict) from the thread's first non-None callback.
 // CPython clears that dict when the thread ends, on the thread itself: the callback's reference
 // and the thread's share of the hook are given back then, so a thread that exits with a callback
@@ -264,8 +262,12 @@ PyObject* set_guard_error_hook_py(PyObject*, PyObject* hook) {
   return set_hook(&g_guard_error_hook, hook, "set_guard_error_hook");
 }
 
+void update_lookup_extras() { g_lookup_extras = g_skip_guard_eval_unsafe || g_guard_complete_hook; }
+
 PyObject* set_guard_complete_hook_py(PyObject*, PyObject* hook) {
-  return swap_hook(&g_guard_complete_hook, hook, "set_guard_complete_hook");
+  PyObject* previous = swap_hook(&g_guard_complete_hook, hook, "set_guard_complete_hook");
+  update_lookup_extras();
+  return previous;
 }
 
 PyObject* set_skip_guard_eval_unsafe_py(PyObject*, PyObject* arg) {
@@ -273,6 +275,7 @@ PyObject* set_skip_guard_eval_unsafe_py(PyObject*, PyObject* arg) {
   if (value < 0) return nullptr;
   const bool previous = g_skip_guard_eval_unsafe;
   g_skip_guard_eval_unsafe = value != 0;
+  update_lookup_extras();
   return PyBool_FromLong(previous);
 }
 

@@ -286,6 +286,8 @@ extern PyObject* g_guard_fail_hook;      ///< strong or null
 extern PyObject* g_guard_error_hook;     ///< strong or null
 extern PyObject* g_guard_complete_hook;  ///< strong or null
 extern bool g_skip_guard_eval_unsafe;    ///< set_skip_guard_eval_unsafe()
+/// g_skip_guard_eval_unsafe || g_guard_complete_hook: the lookup tests this one flag.
+extern bool g_lookup_extras;
 
 // ---- per-code states (eval_frame_state.cpp) ----------------------------------------------------
 
@@ -296,8 +298,13 @@ inline EvalState* existing_state(PyCodeObject* code) noexcept {
   CodeExtra* extra = find_code_extra(code);
   return extra ? static_cast<EvalState*>(extra->eval_state) : nullptr;
 }
+/// Frees a state whose last reference was given back.
+void free_released_state(EvalState* st);
 /// Gives back a reference taken with ++st->refs (frees a detached state on the last one).
-void release_state(EvalState* st);
+/// Inline: every lookup gives back the one it took.
+FRAMESCOPE_ALWAYS_INLINE void release_state(EvalState* st) {
+  if (--st->refs == 0) free_released_state(st);
+}
 /// Drops the entries, frame_state and strategy of `code` (reset_code).
 void reset_state(PyCodeObject* code);
 /// Drops every code object's state (reset(), interpreter exit).

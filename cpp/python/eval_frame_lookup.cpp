@@ -28,31 +28,40 @@
 
 namespace framescope::py {
 
+// Defined here, where every intercepted frame reads it: in its own translation unit a
+// thread_local is read directly, elsewhere through a check for a dynamic initializer.
+thread_local EvalThread t_eval FRAMESCOPE_TLS_IE = {nullptr, 0, nullptr, nullptr, nullptr, false};
+
 PyObject* g_guard_fail_hook = nullptr;
 PyObject* g_guard_error_hook = nullptr;
 PyObject* g_guard_complete_hook = nullptr;
 bool g_skip_guard_eval_unsafe = false;
+bool g_lookup_extras = false;
 
 namespace {
 
-// What the lookup of one frame sees of the thread's setting, taken when it starts (guards and
-// the callback may change the setting meanwhile).
+// What the lookup of one frame sees of the thread's setting: whether the callback is False (taken
+// when the lookup starts, as the callback is taken out meanwhile). The isolation key and the
+// guard_errors setting are read from the thread when they are needed (guards and callbacks do not
+// change them, unless they call set_eval_frame(), whose choice then applies at once).
 struct LookupContext {
-  PyObject* isolation;     // strong or null: the thread's isolation key
-  bool run_only;           // the thread's callback is False
-  bool guard_errors_fail;  // a guard that raises counts as failed
+  bool run_only;
 };
 
 // Whether `e` may be hit by this lookup. An isolated setting sees only the entries made under an
 // equal key; a shared one sees the shared entries, and in run-only mode every entry (as torch's
 // run-only mode matches every backend; a RUN_ONLY recursive action drops the isolation, see
 // run_swapped). 1 yes, 0 no, -1 error (a key's __eq__ raised).
-FRAMESCOPE_ALWAYS_INLINE int entry_visible(const CacheEntryObject* e, const LookupContext& lk) {
+FRAMESCOPE_ALWAYS_INLINE int entry_visible(const CacheEntryObject* e, LookupContext lk) {
   PyObject* key = e->isolation;
-  if (FRAMESCOPE_LIKELY(!lk.isolation)) return lk.run_only || !key;
+  PyObject* mine = t_eval.isolation;  // borrowed: the thread holds it
+  if (FRAMESCOPE_LIKELY(!mine)) return lk.run_only || !key;
   if (!key) return 0;
-  if (key == lk.isolation) return 1;
-  return PyObject_RichCompareBool(key, lk.isolation, Py_EQ);
+  if (key == mine) return 1;
+  Py_INCREF(mine);  // __eq__ may change the thread's setting
+  int eq = PyObject_RichCompareBool(key, mine, Py_EQ);
+  Py_DECREF(mine);
+  return eq;
 }
 
 // Moves `e` to the head of the list if it is still in it. The list may have changed while guards
@@ -70,7 +79,7 @@ void move_to_head(EvalState* st, CacheEntryObject* e) {
 
 // check_fn(f_locals) through its vectorcall slot when it has one (Python functions, most
 // builtins): PyObject_CallOneArg would look the thread state up again.
-int call_guard(PyObject* check_fn, PyObject* locals) {
+FRAMESCOPE_ALWAYS_INLINE int call_guard(PyObject* check_fn, PyObject* locals) {
   PyObject* r;  // new
   PyTypeObject* type = Py_TYPE(check_fn);
   if (PyType_HasFeature(type, Py_TPFLAGS_HAVE_VECTORCALL) && type->tp_vectorcall_offset > 0) {
@@ -116,8 +125,8 @@ int call_guard_hook(PyObject* hook, PyObject* check_fn, CacheEntryObject* e, PyO
 // the guard's exception stands (-1), with "fail" it is dropped and the guard counts as one that
 // did not hold (0). An exception from the hook wins either way (-1), with the guard's as its
 // __context__.
-int handle_guard_error(PyObject* check_fn, CacheEntryObject* e, PyObject* locals, Py_ssize_t index,
-                       bool fail) {
+FRAMESCOPE_NOINLINE int handle_guard_error(PyObject* check_fn, CacheEntryObject* e,
+                                           PyObject* locals, Py_ssize_t index, bool fail) {
   PendingError guard_error;
   guard_error.take();
   if (g_guard_error_hook && call_guard_hook(g_guard_error_hook, check_fn, e, locals, index) < 0) {
@@ -140,7 +149,8 @@ int handle_guard_error(PyObject* check_fn, CacheEntryObject* e, PyObject* locals
 
 // skip_guard_eval_unsafe: the first visible entry (the most recently hit one) is a hit, no guard
 // runs. Same results as walk_entries.
-int first_visible_entry(EvalState* st, const LookupContext& lk, CacheEntryObject** hit) {
+FRAMESCOPE_NOINLINE int first_visible_entry(EvalState* st, LookupContext lk,
+                                            CacheEntryObject** hit) {
   CacheEntryObject* e = st->head;
   Py_XINCREF(e);
   while (e && !st->detached) {
@@ -166,9 +176,8 @@ int first_visible_entry(EvalState* st, const LookupContext& lk, CacheEntryObject
 // Runs the guards of the visible entries in order. 1: hit (*hit is a new reference, moved to the
 // head), 0: miss (also when the state was reset meanwhile), -1: error. *locals_out gets the
 // f_locals view the guards saw (new reference), if one was made.
-int walk_entries(EvalState* st, FsFrame* frame, const LookupContext& lk, PyObject** locals_out,
-                 CacheEntryObject** hit) {
-  if (g_skip_guard_eval_unsafe) return first_visible_entry(st, lk, hit);
+FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupContext lk,
+                                          PyObject** locals_out, CacheEntryObject** hit) {
   PyObject* locals = acquire_frame_locals(frame);  // new
   if (!locals) return -1;
   *locals_out = locals;
@@ -188,7 +197,7 @@ int walk_entries(EvalState* st, FsFrame* frame, const LookupContext& lk, PyObjec
       int ok = call_guard(check_fn, locals);
       const bool raised = ok < 0;
       if (raised &&
-          (ok = handle_guard_error(check_fn, e, locals, index, lk.guard_errors_fail)) < 0) {
+          (ok = handle_guard_error(check_fn, e, locals, index, t_eval.guard_errors_fail)) < 0) {
         Py_DECREF(check_fn);
         Py_DECREF(e);
         return -1;
@@ -241,6 +250,23 @@ int complete_lookup(PyCodeObject* code, int found, CacheEntryObject** hit) {
   return keep < 0 ? -1 : found > 0 && keep ? 1 : 0;
 }
 
+// The lookup when skip_guard_eval_unsafe or a guard complete hook is set (g_lookup_extras): out
+// of the common path, which then tests one flag. Same results as walk_entries.
+FRAMESCOPE_NOINLINE int lookup_with_extras(EvalState* st, PyCodeObject* code, FsFrame* frame,
+                                           LookupContext lk, PyObject** locals_out,
+                                           CacheEntryObject** hit) {
+  int found = 0;
+  {
+    RecordFunction range("Cache Lookup");
+    if (st->head) {
+      found = g_skip_guard_eval_unsafe ? first_visible_entry(st, lk, hit)
+                                       : walk_entries(st, frame, lk, locals_out, hit);
+    }
+  }
+  if (g_guard_complete_hook && found >= 0) found = complete_lookup(code, found, hit);
+  return found;
+}
+
 enum class Plan : uint8_t { kError, kRunFrame, kRunEntry };
 
 // What the callback decided, read from its return value: None (skip this code from now on, as
@@ -275,9 +301,10 @@ bool read_decision(PyObject* r, Decision* d) {
 // A miss with a callable callback. `*st` (held) may be swapped for the code's fresh state when
 // the code was reset meanwhile. On kRunEntry, *hit is a new reference to the new entry.
 // *recursive becomes the decision's recursive action unless the stored one was not DEFAULT.
-Plan call_callback(PyThreadState* ts, FsFrame* frame, PyCodeObject* code, EvalState** st,
-                   PyObject* callback, const LookupContext& lk, ExecStrategy stored,
-                   uint8_t* recursive, PyObject** locals, CacheEntryObject** hit) {
+FRAMESCOPE_NOINLINE Plan call_callback(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
+                                       EvalState** st, PyObject* callback, ExecStrategy stored,
+                                       uint8_t* recursive, PyObject** locals,
+                                       CacheEntryObject** hit) {
   if ((*st)->detached) {
     EvalState* fresh = state_for(code);
     if (!fresh) return Plan::kError;
@@ -308,7 +335,7 @@ Plan call_callback(PyThreadState* ts, FsFrame* frame, PyCodeObject* code, EvalSt
   CacheEntryObject* e = nullptr;  // new
   if (read_decision(r, &d) &&
       (!d.guarded ||
-       (e = new_cache_entry(code, d.guarded->code, d.guarded->check_fn, lk.isolation)))) {
+       (e = new_cache_entry(code, d.guarded->code, d.guarded->check_fn, t_eval.isolation)))) {
     if (EvalState* cur = state_for(code)) {
       if (stored.recursive == kActionDefault) *recursive = d.strategy.recursive;
       if (d.apply_to_code) cur->strategy = d.strategy;
@@ -328,39 +355,48 @@ Plan call_callback(PyThreadState* ts, FsFrame* frame, PyCodeObject* code, EvalSt
   return plan;
 }
 
+// Outcome::action of a lookup that failed (an exception is set).
+constexpr uint8_t kFailed = 0xff;
+
+// What to do with an intercepted frame, returned in two registers: run the frame (entry null)
+// or the entry on it, with `action` for the frames it calls; or fail.
+struct Outcome {
+  CacheEntryObject* entry;  ///< a new reference to the entry to run, or null
+  uint8_t action;           ///< a FrameAction for the frames the frame calls, or kFailed
+};
+
 // The lookup (and callback) of an intercepted frame. Out of line so that the C stack the frame
-// keeps while it runs (deep recursion) holds none of this. On kRunEntry *out is a new reference
-// to the entry to run (never one caching the frame's own code: that is kRunFrame).
-FRAMESCOPE_NOINLINE Plan intercept(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
-                                   EvalState* st, CacheEntryObject** out, uint8_t* recursive) {
+// keeps while it runs (deep recursion) holds none of this. kRunEntry never comes with an entry
+// caching the frame's own code: that is kRunFrame.
+FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
+                                      EvalState* st) {
   if (FRAMESCOPE_UNLIKELY(c_stack_nearly_exhausted())) {
     PyErr_SetString(PyExc_RecursionError,
                     "maximum recursion depth exceeded (framescope: the C stack is nearly exhausted "
                     "by frames intercepted by the eval_frame API)");
-    return Plan::kError;
+    return {nullptr, kFailed};
   }
-  if (!st && !(st = state_for(code))) return Plan::kError;
+  if (!st && !(st = state_for(code))) return {nullptr, kFailed};
   ++st->refs;
-  const ExecStrategy stored = st->strategy;
-  *recursive = stored.recursive;
   // No re-entry: the callback is taken out of the thread (it reads as None) while guards, hooks
   // and the callback run; this holds its reference meanwhile.
   PyObject* callback = t_hook.eval_callback;
   t_hook.eval_callback = nullptr;
   const uint64_t generation = t_eval.generation;
-  const LookupContext lk{Py_XNewRef(t_eval.isolation), callback == Py_False,
-                         t_eval.guard_errors_fail};
+  const LookupContext lk{callback == Py_False};
 
   PyObject* locals = nullptr;
   CacheEntryObject* hit = nullptr;
   int found = 0;
-  {
+  if (FRAMESCOPE_LIKELY(!g_lookup_extras)) {
     RecordFunction range("Cache Lookup");
     if (st->head) found = walk_entries(st, frame, lk, &locals, &hit);
+  } else {
+    found = lookup_with_extras(st, code, frame, lk, &locals, &hit);
   }
-  if (FRAMESCOPE_UNLIKELY(g_guard_complete_hook != nullptr) && found >= 0) {
-    found = complete_lookup(code, found, &hit);
-  }
+  // Read after the guards (which rarely change it): a reset meanwhile leaves it in the old state.
+  const ExecStrategy stored = st->strategy;
+  uint8_t recursive = stored.recursive;
   Plan plan = found > 0 ? Plan::kRunEntry : Plan::kError;
   if (found == 0) {
     if (g_skip_guard_eval_unsafe) {
@@ -372,7 +408,7 @@ FRAMESCOPE_NOINLINE Plan intercept(PyThreadState* ts, FsFrame* frame, PyCodeObje
     } else if (lk.run_only || stored.cur == kActionRunOnly) {
       plan = Plan::kRunFrame;
     } else {
-      plan = call_callback(ts, frame, code, &st, callback, lk, stored, recursive, &locals, &hit);
+      plan = call_callback(ts, frame, code, &st, callback, stored, &recursive, &locals, &hit);
     }
   }
 
@@ -381,17 +417,14 @@ FRAMESCOPE_NOINLINE Plan intercept(PyThreadState* ts, FsFrame* frame, PyCodeObje
   } else {
     Py_DECREF(callback);  // set_eval_frame() ran meanwhile: its choice stands
   }
-  Py_XDECREF(lk.isolation);
   if (locals) release_frame_locals(locals);
   release_state(st);
-  if (plan == Plan::kRunEntry) {
-    if (hit->same_code) {
-      Py_DECREF(hit);
-      return Plan::kRunFrame;
-    }
-    *out = hit;
+  if (plan == Plan::kError) return {nullptr, kFailed};
+  if (plan == Plan::kRunEntry && hit->same_code) {
+    Py_DECREF(hit);
+    return {nullptr, recursive};
   }
-  return plan;
+  return {plan == Plan::kRunEntry ? hit : nullptr, recursive};
 }
 
 // Runs the frame (or `entry` on it) with the thread's setting swapped for what the recursive
@@ -451,22 +484,23 @@ PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
     }
     return run_frame(ts, frame, throwflag);
   }
-  PyObject* callback = t_hook.eval_callback;
   if (st) {
     const ExecStrategy s = st->strategy;
-    if (s.cur == kActionSkip || (!st->head && (callback == Py_False || s.cur == kActionRunOnly))) {
+    if (s.cur == kActionSkip ||
+        (!st->head && (s.cur == kActionRunOnly || t_hook.eval_callback == Py_False))) {
       return run_under(ts, frame, 0, s.recursive, nullptr);
     }
-  } else if (callback == Py_False) {
+  } else if (t_hook.eval_callback == Py_False) {
     return run_frame(ts, frame, 0);
   }
-  CacheEntryObject* entry = nullptr;
-  uint8_t recursive = kActionDefault;
-  if (intercept(ts, frame, code, st, &entry, &recursive) == Plan::kError) {
+  const Outcome o = intercept(ts, frame, code, st);
+  if (FRAMESCOPE_LIKELY(o.action == kActionDefault)) {
+    if (!o.entry) return run_frame(ts, frame, 0);
+  } else if (o.action == kFailed) {
     return fail_unstarted_frame(ts, frame);
   }
-  PyObject* result = run_under(ts, frame, 0, recursive, entry);
-  Py_XDECREF(entry);
+  PyObject* result = run_under(ts, frame, 0, o.action, o.entry);
+  Py_XDECREF(o.entry);
   return result;
 }
 

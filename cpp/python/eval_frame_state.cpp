@@ -65,11 +65,9 @@ EvalState* state_for(PyCodeObject* code) {
   return static_cast<EvalState*>(extra->eval_state);
 }
 
-void release_state(EvalState* st) {
-  if (--st->refs == 0) {
-    --g_live_states;
-    delete st;
-  }
+void free_released_state(EvalState* st) {
+  --g_live_states;
+  delete st;
 }
 
 void reset_state(PyCodeObject* code) {
