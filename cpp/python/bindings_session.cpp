@@ -1,4 +1,4 @@
-// cpp/python/bindings_session.cpp: nanobind bindings of sessions and of the replayed Trace.
+// cpp/python/bindings_session.cpp: nanobind bindings of sessions (start, stop, marks, memory samples).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -7,8 +7,10 @@
 
 #include <memory>
 
-#include "framescope/chrome_trace.h"
 #include "framescope/session.h"
+#include "framescope/stored_trace.h"
+#include "session_impl.h"
+#include "trace_handle.h"
 #include "stack_segments.h"
 #include "tracer_api.h"
 
@@ -18,12 +20,6 @@ using namespace nb::literals;
 namespace framescope::py {
 
 namespace {
-
-// The Python view of a replayed trace: shared so that event views keep it alive.
-struct PyTrace {
-  std::shared_ptr<Trace> trace;
-  std::string backend;
-};
 
 TracerBackend parse_backend(const std::string& name) {
   if (name == "frame_hook") return TracerBackend::kFrameHook;
@@ -65,8 +61,33 @@ void start_session(bool record_shapes, bool profile_memory, bool with_flops,
   }
 }
 
-PyTrace stop_session(const std::vector<std::pair<uint64_t, std::string>>& thread_names) {
+// Thread names as UTF-8; a name Python cannot encode (a lone surrogate) keeps its surrogate
+// encoded (invalid UTF-8), which every reader shows as U+FFFD: stop() must never fail on a name.
+std::vector<std::pair<uint64_t, std::string>> thread_names_of(nb::handle names) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  if (!names.is_valid() || names.is_none()) return out;
+  for (nb::handle item : names) {
+    try {
+      nb::tuple t = nb::borrow<nb::tuple>(item);
+      if (t.size() != 2) continue;
+      const uint64_t ident = nb::cast<uint64_t>(t[0]);
+      PyObject* bytes = PyUnicode_AsEncodedString(t[1].ptr(), "utf-8", "surrogatepass");  // new
+      if (!bytes) {
+        PyErr_Clear();
+        continue;
+      }
+      out.emplace_back(ident, std::string(PyBytes_AS_STRING(bytes), size_t(PyBytes_GET_SIZE(bytes))));
+      Py_DECREF(bytes);
+    } catch (const std::exception&) {
+      PyErr_Clear();
+    }
+  }
+  return out;
+}
+
+PyTrace stop_session(nb::handle thread_names) {
   if (!profiler_enabled()) throw std::runtime_error("framescope: no profiling session is enabled");
+  const auto names = thread_names_of(thread_names);
   std::string backend = tracer_backend_description();
   tracer_stop();
   RawTracePtr raw;
@@ -76,23 +97,20 @@ PyTrace stop_session(const std::vector<std::pair<uint64_t, std::string>>& thread
     tracer_release();
     throw std::runtime_error(e.what());
   }
-  auto trace = std::make_shared<Trace>(replay(*raw, tracer_resolver()));
+  PyTrace out;
+  try {
+    out.state->stored = std::make_shared<const StoredTrace>(
+        StoredTrace::from_raw(std::move(*raw), tracer_resolver(), names));
+  } catch (...) {
+    tracer_release();
+    release_record_function_names();
+    throw;
+  }
   raw.reset();
   tracer_release();
   release_record_function_names();
-  for (ThreadInfo& t : trace->threads) {
-    for (const auto& [ident, name] : thread_names) {
-      if (ident == t.os_tid) t.name = name;
-    }
-  }
-  return PyTrace{std::move(trace), backend};
-}
-
-nb::tuple event_tuple(const Trace& t, size_t i) {
-  if (i >= t.events.size()) throw nb::index_error("event index out of range");
-  const TraceEvent& e = t.events[i];
-  return nb::make_tuple(t.symbols[e.symbol].name, category_name(e.category), e.thread, e.start_ns,
-                        e.dur_ns, e.parent, e.depth, e.symbol, int(e.category));
+  out.state->backend = backend;
+  return out;
 }
 
 }  // namespace
@@ -101,13 +119,23 @@ void bind_session(nb::module_& m) {
   m.def("_start", &start_session, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
         "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
         "keep_newest"_a, "propagated_only"_a = false);
-  m.def("_stop", &stop_session, "thread_names"_a);
+  m.def("_stop", &stop_session, "thread_names"_a.none());
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def("_backend", &tracer_backend_description);
   m.def("_foreign_frame_hook", &foreign_frame_hook,
         "The PEP 523 function another tool installed (described), or '' when none is.");
   m.def(
-      "mark", [](const std::string& name) { framescope::mark(name); }, "name"_a,
+      "mark",
+      [](nb::handle name) {
+        if (!PyUnicode_Check(name.ptr())) throw nb::type_error("mark(name): name must be a str");
+        // surrogatepass: a name with a lone surrogate is kept (readers show U+FFFD), not refused
+        PyObject* b = PyUnicode_AsEncodedString(name.ptr(), "utf-8", "surrogatepass");  // new
+        if (!b) throw nb::python_error();
+        const std::string text(PyBytes_AS_STRING(b), size_t(PyBytes_GET_SIZE(b)));
+        Py_DECREF(b);
+        framescope::mark(text);
+      },
+      "name"_a,
       "Record an instant event (a mark) on the calling thread; no-op without a session.");
   m.def(
       "record_memory",
@@ -131,119 +159,6 @@ void bind_session(nb::module_& m) {
       },
       "code"_a, "label"_a);
 
-  nb::class_<PyTrace>(m, "Trace")
-      .def("__len__", [](const PyTrace& t) { return t.trace->events.size(); })
-      .def(
-          "event", [](const PyTrace& t, size_t i) { return event_tuple(*t.trace, i); }, "i"_a)
-      .def(
-          "symbol",
-          [](const PyTrace& t, uint32_t s) {
-            if (s >= t.trace->symbols.size()) throw nb::index_error("symbol out of range");
-            const Symbol& sym = t.trace->symbols[s];
-            return nb::make_tuple(sym.name, sym.file, sym.line, sym.function);
-          },
-          "s"_a)
-      .def_prop_ro("symbol_count", [](const PyTrace& t) { return t.trace->symbols.size(); })
-      .def(
-          "find",
-          [](const PyTrace& t, const std::string& name) {
-            std::vector<size_t> out;
-            const auto& tr = *t.trace;
-            for (size_t i = 0; i < tr.events.size(); ++i) {
-              if (tr.symbols[tr.events[i].symbol].name == name) out.push_back(i);
-            }
-            return out;
-          },
-          "name"_a, "Indices of the events with this exact name.")
-      .def(
-          "detail",
-          [](const PyTrace& t, size_t i) -> nb::object {
-            const auto& tr = *t.trace;
-            if (i >= tr.events.size()) throw nb::index_error("event index out of range");
-            if (tr.events[i].detail == UINT32_MAX) return nb::none();
-            const EventDetail& d = tr.details[tr.events[i].detail];
-            nb::list inputs;
-            for (const RangeInput& in : d.inputs) {
-              switch (in.kind) {
-                case RangeInput::Kind::kShape:
-                  inputs.append(nb::cast(in.shape));
-                  break;
-                case RangeInput::Kind::kInt:
-                  inputs.append(in.int_value);
-                  break;
-                case RangeInput::Kind::kDouble:
-                  inputs.append(in.double_value);
-                  break;
-                case RangeInput::Kind::kString:
-                  inputs.append(in.text);
-                  break;
-                default:
-                  inputs.append(nb::none());
-              }
-            }
-            return nb::make_tuple(d.handle, d.seq_nr, d.flops, inputs);
-          },
-          "i"_a)
-      .def_prop_ro("threads",
-                   [](const PyTrace& t) {
-                     nb::list out;
-                     for (const ThreadInfo& th : t.trace->threads) {
-                       out.append(nb::make_tuple(th.pid, th.os_tid, th.pthread_id, th.name));
-                     }
-                     return out;
-                   })
-      .def("stats",
-           [](const PyTrace& t) {
-             nb::list out;
-             for (const SymbolStats& s : t.trace->stats()) {
-               const Symbol& sym = t.trace->symbols[s.symbol];
-               out.append(nb::make_tuple(sym.name, s.calls, s.total_ns, s.self_ns, sym.file,
-                                         sym.line, sym.function));
-             }
-             return out;
-           })
-      .def(
-          "export_chrome_trace",
-          [](const PyTrace& t, const std::string& path) {
-            nb::gil_scoped_release release;
-            write_chrome_trace(*t.trace, path);
-          },
-          "path"_a)
-      .def("serialize",
-           [](const PyTrace& t) {
-             std::string s = t.trace->serialize();
-             return nb::bytes(s.data(), s.size());
-           })
-      .def_static(
-          "deserialize",
-          [](nb::bytes data) {
-            PyTrace t;
-            t.trace = std::make_shared<Trace>(Trace::deserialize(
-                std::string_view(static_cast<const char*>(data.data()), data.size())));
-            t.backend = "deserialized";
-            return t;
-          },
-          "data"_a)
-      .def(
-          "merge",
-          [](PyTrace& t, const PyTrace& other, int64_t offset_ns) {
-            t.trace->merge(*other.trace, offset_ns);
-          },
-          "other"_a, "offset_ns"_a = 0)
-      .def_prop_ro("warnings", [](const PyTrace& t) { return t.trace->warnings; })
-      .def_prop_ro("dropped_events", [](const PyTrace& t) { return t.trace->dropped_events; })
-      .def_prop_ro("recorded_events", [](const PyTrace& t) { return t.trace->recorded_events; })
-      .def_prop_ro("start_ns", [](const PyTrace& t) { return t.trace->start_ns; })
-      .def_prop_ro("stop_ns", [](const PyTrace& t) { return t.trace->stop_ns; })
-      .def_prop_ro("backend", [](const PyTrace& t) { return t.backend; })
-      .def_prop_ro("memory", [](const PyTrace& t) {
-        nb::list out;
-        for (const MemorySample& m : t.trace->memory) {
-          out.append(nb::make_tuple(m.time_ns, m.thread, m.address, m.bytes, m.total_allocated,
-                                    m.total_reserved, m.device));
-        }
-        return out;
-      });
 }
 
 }  // namespace framescope::py

@@ -23,8 +23,8 @@ def _start(
 ) -> None:
     """Starts the session (RuntimeError if one runs, ValueError for a bad backend)."""
 
-def _stop(thread_names: list[tuple[int, str]]) -> Trace:
-    """Stops the session and replays its events into a Trace."""
+def _stop(thread_names: list[tuple[int, str]] | None) -> Trace:
+    """Stops the session and keeps its events as a stored Trace."""
 
 def is_enabled() -> bool:
     """True while a framescope session records."""
@@ -66,14 +66,45 @@ class record_function:
     def __call__(self, fn: _F) -> _F:
         """Wraps ``fn`` (functools.wraps-style, binds as a method) so each call is a range."""
 
+class Event:
+    """One event: a Python call, a range, a builtin call or a mark (``duration_ns == -1``)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def category(self) -> str: ...
+    @property
+    def thread(self) -> int: ...
+    @property
+    def start_ns(self) -> int: ...
+    @property
+    def duration_ns(self) -> int: ...
+    @property
+    def end_ns(self) -> int: ...
+    @property
+    def parent(self) -> int | None: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def open_at_stop(self) -> bool: ...
+
+class _EventCursor:
+    def __iter__(self) -> _EventCursor: ...
+    def __next__(self) -> Event: ...
+
 class Trace:
-    """A replayed session: events (one tree per thread), symbols, threads, warnings."""
+    """A stored trace: the recorded events, replayed on demand. Readers may run on several
+    threads at once; merge() swaps in a merged copy."""
 
     def __len__(self) -> int: ...
     def event(self, i: int) -> tuple[str, str, int, int, int, int, int, int, int]:
         """(name, category, thread, start ns, duration ns (-1: instant), parent (-1: none),
         depth, symbol, category id)."""
 
+    def event_object(self, i: int) -> Event: ...
+    def iter_events(self, start: int = 0, stop: int = ...) -> _EventCursor: ...
     def symbol(self, s: int) -> tuple[str, str, int, str]:
         """(name, file, line, function) of symbol ``s``."""
 
@@ -93,6 +124,14 @@ class Trace:
         """(name, calls, total ns, self ns, file, line, function) per symbol, by self time."""
 
     def export_chrome_trace(self, path: str) -> None: ...
+    def export(self, path: str, format: str | None = None, progress: bool = True) -> None:
+        """Writes ``format`` (from the extension when None); OSError/ValueError on failure."""
+
+    def save(self, path: str) -> None: ...
+    @staticmethod
+    def load(path: str) -> Trace:
+        """Maps a .fstrace; ValueError when malformed, OSError when it cannot be opened."""
+
     def serialize(self) -> bytes: ...
     @staticmethod
     def deserialize(data: bytes) -> Trace:
@@ -105,6 +144,8 @@ class Trace:
     def dropped_events(self) -> int: ...
     @property
     def recorded_events(self) -> int: ...
+    @property
+    def slot_bytes(self) -> int: ...
     @property
     def start_ns(self) -> int: ...
     @property
@@ -124,6 +165,19 @@ def _clock_floor_eval_hook(enable: bool) -> None:
     """Installs (or removes) a PEP 523 hook that reads the clock at each call's entry and exit
     and stores two 16-byte events in a small ring: the limit of any tracer that times every call
     (bench/tracer_overhead.py)."""
+
+# --- torch ops (cpp/python/torch_ops.cpp; used by framescope.torch_ops)
+
+def _torch_ops_attach() -> tuple[str, bool]:
+    """Finds torch's RecordFunction functions in the loaded libtorch: (library path, whether
+    input dtypes are available). RuntimeError when torch is not loaded or lacks one."""
+def _torch_ops_probe(fn: Callable[[], object], /) -> list[tuple[str, int, list[list[int]], list[str]]]:
+    """Calls fn() under the observer and returns (name, torch scope, input sizes, input types)
+    of each op it saw on this thread, recording nothing."""
+def _torch_ops_enable(record_inputs: bool, /) -> None:
+    """Registers the observer: torch ops record into the active session (idempotent)."""
+def _torch_ops_disable() -> None:
+    """Removes the observer (idempotent)."""
 
 # --- eval_frame API
 # (cpp/python/eval_frame_*.cpp; public names and docs in framescope.eval_frame)

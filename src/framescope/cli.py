@@ -14,6 +14,7 @@ import types
 import zipfile
 from typing import Sequence
 
+from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
 from framescope.profiler import profile
 
 
@@ -29,10 +30,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run a script or module under the profiler, write a trace, print a summary",
         usage="framescope run [options] (script.py | -m module) [args ...]",
     )
-    run.add_argument("-o", "--output", default="framescope.trace.json",
-                     help="trace file to write (default: %(default)s)")
-    run.add_argument("-f", "--format", choices=["chrome", "pstats"], default="chrome",
-                     help="trace format: Chrome JSON (Perfetto UI) or cProfile pstats")
+    run.add_argument("-o", "--output", default=None,
+                     help="trace file to write; its extension picks the format (.json, .json.gz, "
+                          ".pftrace, .speedscope.json, .collapsed, .prof, .fstrace; default: "
+                          "framescope.trace + the format's extension)")
+    run.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
+                     help="trace format (default: from -o's extension, else chrome)")
     run.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script")
     run.add_argument("--c-calls", action="store_true", help="also record builtins")
     run.add_argument("--backend", default="auto",
@@ -43,8 +46,52 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
                      help="summary order (default: self time)")
     run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
+    _add_torch_options(run)
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
+    add_trace_commands(sub)
+    _add_report_parser(sub)
     return parser
+
+
+def _add_report_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from framescope.report import DEFAULT_MAX_NODES
+
+    report = sub.add_parser(
+        "report",
+        help="write a self-contained HTML report (flame graph per thread, summary table)",
+        usage="framescope report TRACE [-o report.html]",
+    )
+    report.add_argument("trace", help="a saved framescope trace (.fstrace) or a Chrome JSON "
+                                      "trace (.json, .json.gz: framescope's, torch.profiler's)")
+    report.add_argument("-o", "--output", default=None,
+                        help="HTML file to write (default: TRACE with .html)")
+    report.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_NODES,
+                        help="call paths kept in the flame graphs (default: %(default)s)")
+
+
+def report(opts: argparse.Namespace) -> int:
+    from framescope import report as html_report
+
+    output = opts.output
+    if output is None:
+        base = opts.trace[:-3] if opts.trace.endswith(".gz") else opts.trace
+        output = os.path.splitext(base)[0] + ".html"
+    try:
+        data = html_report.load(opts.trace)
+        html_report.write(data, output, max_nodes=opts.max_nodes)
+    except (OSError, ValueError) as exc:
+        print(f"framescope report: {exc}", file=sys.stderr)
+        return 1
+    print(f"framescope: report written to {output}", file=sys.stderr)
+    return 0
+
+
+def _add_torch_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--torch-ops", action="store_true",
+                     help="also record torch operators (aten::...) through torch's "
+                          "RecordFunction observers")
+    run.add_argument("--record-shapes", action="store_true",
+                     help="keep input shapes of torch operators and ranges that provide them")
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -111,8 +158,18 @@ def run(opts: argparse.Namespace) -> int:
         sys.argv = list(args)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
 
-    prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
-                   memory_limit=opts.memory_limit)
+    try:
+        output, output_format = resolve_output(opts.output, opts.format)
+    except ValueError as exc:
+        print(f"framescope run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
+                       memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
+                       record_shapes=opts.record_shapes)
+    except RuntimeError as exc:  # torch_ops without a usable torch
+        print(f"framescope run: {exc}", file=sys.stderr)
+        return 2
     code = 0
     prof.start()
     try:
@@ -131,13 +188,10 @@ def run(opts: argparse.Namespace) -> int:
     finally:
         prof.stop()
         sys.stdout.flush()
-        if opts.format == "pstats":
-            prof.export_pstats(opts.output)
-        else:
-            prof.export_chrome_trace(opts.output)
+        prof.export(output, format=output_format)
         if opts.limit > 0:
             print(prof.summary(limit=opts.limit, sort_by=opts.sort), file=sys.stderr)
-        print(f"framescope: trace written to {opts.output} (backend: {prof.backend})",
+        print(f"framescope: trace written to {output} (backend: {prof.backend})",
               file=sys.stderr)
     return code
 
@@ -146,7 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = _parser().parse_args(argv)
     if opts.command == "run":
         return run(opts)
-    return 2
+    if opts.command == "report":
+        return report(opts)
+    return run_trace_command(opts)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,17 @@ from framescope import _core
 from framescope.events import EventList, MemoryEvent
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
+ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof", "speedscope",
+                       "collapsed", "fstrace", "html"]
+
+
+def _fspath(path: str | os.PathLike[str]) -> str:
+    p = os.fspath(path)
+    if not isinstance(p, str):
+        raise TypeError(f"path must be str or os.PathLike[str], not {type(p).__name__}")
+    if "\0" in p:
+        raise ValueError("path contains a NUL character")
+    return p
 
 
 def _prune_prefixes() -> list[str]:
@@ -141,6 +152,10 @@ class profile:
             (3.12+) or ``"setprofile"`` (3.10/3.11).
         memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
+        torch_ops: also record torch's operators (``aten::...``), autograd nodes and
+            ``torch.profiler.record_function`` ranges through torch's RecordFunction
+            observers, with input shapes when ``record_shapes``; RuntimeError when torch is
+            missing or unsupported (see ``framescope.torch_ops``).
     """
 
     def __init__(
@@ -154,6 +169,7 @@ class profile:
         backend: Backend = "auto",
         memory_limit: int | str = "1GiB",
         on_limit: Literal["stop", "keep_newest"] = "stop",
+        torch_ops: bool = False,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
@@ -171,6 +187,11 @@ class profile:
         if self._memory_limit <= 0:
             raise ValueError("memory_limit must be positive")
         self._keep_newest = on_limit == "keep_newest"
+        self.torch_ops = torch_ops
+        if torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
         self._trace: _core.Trace | None = None
         self._running = False
 
@@ -197,6 +218,10 @@ class profile:
             keep_newest=self._keep_newest,
         )
         del frames
+        if self.torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.enable(self.record_shapes)
         self._running = True
         return self
 
@@ -206,6 +231,10 @@ class profile:
         # By native id: pthread ids are reused by threads started after others exited.
         names = [(t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None]
         self._running = False
+        if self.torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.disable()
         self._trace = _core._stop(names)
         for warning in self.warnings:
             print(warning, file=sys.stderr)
@@ -250,14 +279,46 @@ class profile:
         return [MemoryEvent(*m) for m in self.trace.memory]
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
-        """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing)."""
-        self.trace.export_chrome_trace(os.fspath(path))
+        """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing);
+        gzip-compressed when ``path`` ends with ``.gz``."""
+        self.export(path, format="chrome")
 
     def export_pstats(self, path: str | os.PathLike[str]) -> None:
         """Writes a cProfile-compatible stats file (``pstats.Stats(path)`` loads it)."""
-        from framescope.export import write_pstats
+        self.export(path, format="pstats")
 
-        write_pstats(self.trace, os.fspath(path))
+    def export(self, path: str | os.PathLike[str], format: ExportFormat | str | None = None) -> None:
+        """Writes the trace to ``path``, in ``format`` or else the one its extension names:
+        ``.json`` (Chrome JSON), ``.pftrace`` (Perfetto protobuf), ``.speedscope.json``,
+        ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
+        (framescope's own, as ``save()``), ``.html`` (the report page: a flame graph per thread
+        and a summary table, framescope.report); ``.gz`` after a text format compresses it.
+
+        The file is replaced atomically (a failed write leaves an older one intact). Exports
+        longer than about a second show progress on stderr when it is a terminal.
+
+        Raises:
+            ValueError: unknown format or extension, or a path with a NUL character.
+            OSError: the file cannot be written (with errno and filename).
+        """
+        from framescope.export import export_trace
+
+        export_trace(self.trace, path, format)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Writes the trace in framescope's own form (``.fstrace``: the ``serialize()`` bytes),
+        which ``framescope.load(path)`` reads back and ``framescope convert`` turns into any
+        format."""
+        self.trace.save(_fspath(path))
+
+    def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
+        """Writes a self-contained HTML report: a flame graph per thread and a summary table
+        (``max_nodes`` bounds the call paths kept; see framescope.report)."""
+        from framescope import report
+
+        p = _fspath(path)
+        data = report.from_trace(self.trace, os.path.basename(p))
+        report.write(data, p, max_nodes=max_nodes or report.DEFAULT_MAX_NODES)
 
     def stats(self) -> list[tuple[str, int, int, int]]:
         """(name, calls, total ns, self ns) per function or range, by self time."""
@@ -270,13 +331,33 @@ class profile:
         return summary_table(self.trace, limit=limit, sort_by=sort_by)
 
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:
-        """Adds the events of another trace (e.g. another process's, as ``serialize()`` bytes)."""
+        """Adds the events of another trace (e.g. another process's, as ``serialize()`` bytes).
+
+        Safe to call while other threads export or iterate this trace: they keep reading the
+        trace as it was. Raises ValueError for bytes that are not a valid serialized trace."""
         if isinstance(other, profile):
             other = other.trace
-        elif isinstance(other, (bytes, bytearray)):
+        elif isinstance(other, (bytes, bytearray, memoryview)):
             other = _core.Trace.deserialize(bytes(other))
+        elif not isinstance(other, _core.Trace):
+            raise TypeError(f"merge() takes a profile, a Trace or bytes, not {type(other).__name__}")
         self.trace.merge(other, offset_ns)
 
     def serialize(self) -> bytes:
         """The trace in framescope's compact binary form (for merge() in another process)."""
         return self.trace.serialize()
+
+
+def load(path: str | os.PathLike[str]) -> profile:
+    """Reads a trace written by ``profile.save()`` (or streamed with ``stream_to=``) and returns
+    a stopped ``profile`` holding it: ``events()``, ``summary()``, ``export()`` work as after a
+    session. The file is mapped, not read into memory.
+
+    Raises:
+        ValueError: the file is not a complete framescope trace.
+        OSError: the file cannot be opened.
+    """
+    prof = profile()
+    prof._trace = _core.Trace.load(_fspath(path))
+    prof._backend = prof._trace.backend
+    return prof
