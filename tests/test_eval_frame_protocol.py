@@ -243,7 +243,7 @@ def test_recursive_actions_cover_generator_resumes() -> None:
     assert cb.offers == ["gen"]  # leaf, called while the generator runs, is never offered
 
 
-def test_recursive_run_only_applies_to_a_cached_other_code_and_deep_recursion() -> None:
+def test_recursive_run_only_applies_to_every_call_of_a_recursive_cached_code() -> None:
     def fib(n: int) -> int:
         return n if n < 2 else fib(n - 1) + fib(n - 2)
 
@@ -258,6 +258,26 @@ def test_recursive_run_only_applies_to_a_cached_other_code_and_deep_recursion() 
     lookups = sum(1 for e in prof.events() if e.name == "Cache Lookup")
     assert cb.offers == ["fib"]
     assert lookups == 1973  # every fib call is looked up once: the first by the callback's lookup
+
+
+def test_recursive_actions_in_deep_recursion() -> None:
+    """20,000 levels, each a run-only hit under an isolated callback's RUN_ONLY recursive action
+    (the isolation is swapped out at the top): no C stack trouble on any version."""
+
+    def down(n: int) -> int:
+        return 0 if n == 0 else 1 + down(n - 1)
+
+    cb = Recorder(lambda name, frame: own(frame, strategy=S(A.DEFAULT, A.RUN_ONLY)), down)
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(40_000)
+    try:
+        with ef.use_callback(cb, isolate=True):
+            assert down(20_000) == 20_000
+            assert ef.get_eval_frame_callback() is cb
+            assert _core._eval_frame_setting() == (cb, cb, "raise")
+    finally:
+        sys.setrecursionlimit(old)
+    assert cb.offers == ["down"]
 
 
 def test_cache_lookup_events_stay_one_per_lookup_under_strategies() -> None:
