@@ -341,8 +341,11 @@ CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyOb
 void drop_cache_entry(CacheEntryObject* entry);
 
 /// Runs a cached entry whose code differs from the frame's on the frame's arguments and closure,
-/// then disposes of the (never started) frame. New reference or null.
-PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* entry);
+/// then disposes of the (never started) frame. `intercepting`: the thread's callback is set while
+/// it runs (not None under a SKIP recursive action), so the shadow frame reaches the eval_frame
+/// API and must be let through. New reference or null.
+PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* entry,
+                         bool intercepting);
 /// Error exit for an intercepted frame that never ran (the exception is set): disposes of the
 /// frame where the evaluation function must (3.12+). Returns null.
 PyObject* fail_unstarted_frame(PyThreadState* ts, FsFrame* frame);

@@ -437,13 +437,15 @@ FRAMESCOPE_NOINLINE PyObject* run_swapped(PyThreadState* ts, FsFrame* frame, int
   PyObject* replacement = action == kActionSkip ? nullptr : Py_False;
   PyObject* saved = t_hook.eval_callback;  // the thread's reference: ours while the frame runs
   if (saved == replacement && (!replacement || !t_eval.isolation)) {
-    return entry ? run_entry_code(ts, frame, entry) : run_frame(ts, frame, throwflag);
+    return entry ? run_entry_code(ts, frame, entry, saved != nullptr)
+                 : run_frame(ts, frame, throwflag);
   }
   PyObject* saved_isolation = replacement ? t_eval.isolation : nullptr;  // moved here too
   if (replacement) t_eval.isolation = nullptr;
   const uint64_t generation = t_eval.generation;
   t_hook.eval_callback = Py_XNewRef(replacement);
-  PyObject* result = entry ? run_entry_code(ts, frame, entry) : run_frame(ts, frame, throwflag);
+  PyObject* result = entry ? run_entry_code(ts, frame, entry, replacement != nullptr)
+                           : run_frame(ts, frame, throwflag);
   if (t_eval.generation == generation) {
     PyObject* current = t_hook.eval_callback;
     t_hook.eval_callback = saved;
@@ -460,48 +462,74 @@ FRAMESCOPE_NOINLINE PyObject* run_swapped(PyThreadState* ts, FsFrame* frame, int
 FRAMESCOPE_ALWAYS_INLINE PyObject* run_under(PyThreadState* ts, FsFrame* frame, int throwflag,
                                              uint8_t action, CacheEntryObject* entry) {
   if (FRAMESCOPE_LIKELY(action == kActionDefault)) {
-    return entry ? run_entry_code(ts, frame, entry) : run_frame(ts, frame, throwflag);
+    return entry ? run_entry_code(ts, frame, entry, true) : run_frame(ts, frame, throwflag);
   }
   return run_swapped(ts, frame, throwflag, action, entry);
+}
+
+// Intercepts a fresh frame and runs what the lookup (or the callback) decided.
+FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame* frame,
+                                                     PyCodeObject* code, EvalState* st) {
+  const Outcome o = intercept(ts, frame, code, st);
+  PyObject* result;
+  if (FRAMESCOPE_LIKELY(o.action == kActionDefault)) {
+    if (!o.entry) return run_frame(ts, frame, 0);
+    result = run_entry_code(ts, frame, o.entry, true);
+  } else if (o.action == kFailed) {
+    return fail_unstarted_frame(ts, frame);
+  } else {
+    result = run_swapped(ts, frame, 0, o.action, o.entry);
+  }
+  Py_XDECREF(o.entry);
+  return result;
+}
+
+// A fresh frame of a code whose stored strategy is not (DEFAULT, DEFAULT): out of the common path.
+FRAMESCOPE_NOINLINE PyObject* eval_with_strategy(PyThreadState* ts, FsFrame* frame,
+                                                 PyCodeObject* code, EvalState* st) {
+  const ExecStrategy s = st->strategy;
+  if (s.cur == kActionSkip ||
+      (!st->head && (s.cur == kActionRunOnly || t_hook.eval_callback == Py_False))) {
+    return run_under(ts, frame, 0, s.recursive, nullptr);
+  }
+  return intercept_and_run(ts, frame, code, st);
+}
+
+// A generator resumed (or thrown into), or a frame run while tracing: it runs as it is, under its
+// code's recursive action (so that the action covers everything a generator calls).
+FRAMESCOPE_NOINLINE PyObject* eval_started_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  EvalState* st = existing_state(frame_code(frame));
+  if (st && st->strategy.recursive != kActionDefault && !thread_is_tracing(ts)) {
+    return run_swapped(ts, frame, throwflag, st->strategy.recursive, nullptr);
+  }
+  return run_frame(ts, frame, throwflag);
 }
 
 }  // namespace
 
 PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
   EvalThread& t = t_eval;
-  PyCodeObject* code = frame_code(frame);
   if (FRAMESCOPE_UNLIKELY(t.bypass_code != nullptr) &&
-      reinterpret_cast<PyObject*>(code) == t.bypass_code && !throwflag && !frame_started(frame)) {
+      reinterpret_cast<PyObject*>(frame_code(frame)) == t.bypass_code && !throwflag &&
+      !frame_started(frame)) {
     t.bypass_code = nullptr;  // the shadow call of a cached entry: already looked up
     return run_frame(ts, frame, throwflag);
   }
-  EvalState* st = existing_state(code);
-  // Generators are offered once per call: never on a resume, throw() or close(). Those run under
-  // their code's recursive action, so that it covers everything the generator calls.
+  // Generators are offered once per call: never on a resume, throw() or close().
   if (throwflag || frame_started(frame) || thread_is_tracing(ts)) {
-    if (st && st->strategy.recursive != kActionDefault && !thread_is_tracing(ts)) {
-      return run_swapped(ts, frame, throwflag, st->strategy.recursive, nullptr);
-    }
-    return run_frame(ts, frame, throwflag);
+    return eval_started_frame(ts, frame, throwflag);
   }
+  PyCodeObject* code = frame_code(frame);
+  EvalState* st = existing_state(code);
   if (st) {
-    const ExecStrategy s = st->strategy;
-    if (s.cur == kActionSkip ||
-        (!st->head && (s.cur == kActionRunOnly || t_hook.eval_callback == Py_False))) {
-      return run_under(ts, frame, 0, s.recursive, nullptr);
+    if (FRAMESCOPE_UNLIKELY((st->strategy.cur | st->strategy.recursive) != kActionDefault)) {
+      return eval_with_strategy(ts, frame, code, st);
     }
+    if (!st->head && t_hook.eval_callback == Py_False) return run_frame(ts, frame, 0);
   } else if (t_hook.eval_callback == Py_False) {
     return run_frame(ts, frame, 0);
   }
-  const Outcome o = intercept(ts, frame, code, st);
-  if (FRAMESCOPE_LIKELY(o.action == kActionDefault)) {
-    if (!o.entry) return run_frame(ts, frame, 0);
-  } else if (o.action == kFailed) {
-    return fail_unstarted_frame(ts, frame);
-  }
-  PyObject* result = run_under(ts, frame, 0, o.action, o.entry);
-  Py_XDECREF(o.entry);
-  return result;
+  return intercept_and_run(ts, frame, code, st);
 }
 
 }  // namespace framescope::py

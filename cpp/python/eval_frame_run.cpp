@@ -307,7 +307,8 @@ CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyOb
   return e;
 }
 
-PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* e) {
+PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* e,
+                         bool intercepting) {
   // The entry may be dropped (reset_code) while its code runs: hold what the call needs.
   PyObject* code = Py_XNewRef(e->code);  // new
   PyObject* result = nullptr;
@@ -320,7 +321,7 @@ PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* e)
       // The shadow frame reaches the API only while this thread has a callback (a SKIP
       // recursive action runs the code with none): only then is it told to let it through.
       PyObject* saved_bypass = t_eval.bypass_code;
-      if (t_hook.eval_callback) t_eval.bypass_code = code;
+      if (intercepting) t_eval.bypass_code = code;
       result = call_with_frame_arguments(func, frame, e);
       t_eval.bypass_code = saved_bypass;
       release_shadow(e, func);
@@ -332,7 +333,7 @@ PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* e)
     if (!nfree || closure) {
       PyObject* locals = frame->f_locals ? frame->f_locals : frame->f_globals;  // borrowed
       PyObject* saved_bypass = t_eval.bypass_code;
-      if (t_hook.eval_callback) t_eval.bypass_code = code;
+      if (intercepting) t_eval.bypass_code = code;
       result = PyEval_EvalCodeEx(code, frame->f_globals, locals, nullptr, 0, nullptr, 0, nullptr, 0,
                                  nullptr, closure);
       t_eval.bypass_code = saved_bypass;
