@@ -781,3 +781,48 @@ def test_strategies_and_settings_are_per_thread_where_torchs_are() -> None:
         middle(1)
     assert results == [None, (None, None, "raise"), 4]
     assert cb.offers == ["middle"]  # the worker was never intercepted; leaf under middle skipped
+
+
+def test_isolation_keys_and_strategies_leave_nothing_behind() -> None:
+    import gc
+    import weakref
+
+    class Key:
+        pass
+
+    def f(x: int) -> int:
+        return x
+
+    key = Key()
+    key_ref = weakref.ref(key)
+    cb = Recorder(lambda name, frame: own(frame, strategy=S(A.DEFAULT, A.SKIP)), f)
+    cb_ref = weakref.ref(cb)
+    live = _core._eval_frame_debug()
+    with ef.use_callback(cb, isolate=key):
+        assert f(1) == 1
+    with ef.use_callback(cb, isolate=True):
+        assert f(2) == 2  # a second entry, keyed by the callback
+    assert [e.isolation for e in ef.cache_entries(f.__code__)] == [cb, key]
+    ef.reset_code(f.__code__)
+    del key, cb
+    gc.collect()
+    assert key_ref() is None and cb_ref() is None
+    after = _core._eval_frame_debug()
+    assert after["live_entries"] == live["live_entries"]
+
+    # A thread that exits with an isolated callback set gives the key back.
+    thread_key = Key()
+    thread_key_ref = weakref.ref(thread_key)
+
+    def worker() -> None:
+        # Frames the thread runs on its way out are offered: skipped this once, nothing stored.
+        once = S(A.SKIP, A.DEFAULT, apply_to_code=False)
+        ef.set_eval_frame(lambda frame, entry, state: once, isolate=thread_key)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    del thread_key
+    gc.collect()
+    assert thread_key_ref() is None
+    assert _core._eval_frame_debug()["enabled_threads"] == 0
