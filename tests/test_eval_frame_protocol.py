@@ -826,3 +826,29 @@ def test_isolation_keys_and_strategies_leave_nothing_behind() -> None:
     gc.collect()
     assert thread_key_ref() is None
     assert _core._eval_frame_debug()["enabled_threads"] == 0
+
+
+def test_callback_gets_the_head_of_the_codes_whole_list_as_torch() -> None:
+    def f(x: int) -> int:
+        return x
+
+    got: list[Any] = []
+
+    def make(tag: str) -> Callable[..., Any]:
+        def cb(frame: ef.Frame, entry: Any, state: Any) -> Any:
+            if frame.f_code is not f.__code__:
+                return None
+            got.append((tag, entry.isolation if entry is not None else None))
+            x = frame.f_locals["x"]
+            return ef.GuardedCode(f.__code__, lambda f_locals: f_locals["x"] == x)
+
+        return cb
+
+    a, b = make("a"), make("b")
+    codes_to_reset.append(f.__code__)
+    for cb, x in ((a, 1), (b, 1), (a, 2), (a, 1), (b, 3)):
+        with ef.use_callback(cb, isolate=True):
+            f(x)
+    # a(1): empty; b(1): a's entry is the head (not b's to hit); a(2): b's is the head; a(1): hit;
+    # b(3): a's entry for 1, just hit, is the head again.
+    assert got == [("a", None), ("b", a), ("a", b), ("b", a)]
