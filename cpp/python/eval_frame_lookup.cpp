@@ -370,7 +370,12 @@ struct Outcome {
 // caching the frame's own code: that is kRunFrame.
 FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
                                       EvalState* st) {
-  if (FRAMESCOPE_UNLIKELY(c_stack_nearly_exhausted())) {
+  HookThread& h = t_hook;  // one TLS access (t_hook is defined in another translation unit)
+  // c_stack_nearly_exhausted() starts with this test of the hook's check line; made here, the
+  // common case costs no call.
+  char marker;
+  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below) &&
+      c_stack_nearly_exhausted()) {
     PyErr_SetString(PyExc_RecursionError,
                     "maximum recursion depth exceeded (framescope: the C stack is nearly exhausted "
                     "by frames intercepted by the eval_frame API)");
@@ -380,8 +385,8 @@ FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeO
   ++st->refs;
   // No re-entry: the callback is taken out of the thread (it reads as None) while guards, hooks
   // and the callback run; this holds its reference meanwhile.
-  PyObject* callback = t_hook.eval_callback;
-  t_hook.eval_callback = nullptr;
+  PyObject* callback = h.eval_callback;
+  h.eval_callback = nullptr;
   const uint64_t generation = t_eval.generation;
   const LookupContext lk{callback == Py_False};
 
@@ -413,7 +418,7 @@ FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeO
   }
 
   if (t_eval.generation == generation) {
-    t_hook.eval_callback = callback;  // nested frames of the code run are intercepted again
+    h.eval_callback = callback;  // nested frames of the code run are intercepted again
   } else {
     Py_DECREF(callback);  // set_eval_frame() ran meanwhile: its choice stands
   }
