@@ -10,6 +10,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 # --- sessions and ranges
 
 def _start(
+    owner: object,
     record_shapes: bool,
     profile_memory: bool,
     with_flops: bool,
@@ -20,11 +21,25 @@ def _start(
     memory_limit: int,
     keep_newest: bool,
     propagated_only: bool = False,
+    torch_ops: bool = False,
 ) -> None:
-    """Starts the session (RuntimeError if one runs, ValueError for a bad backend)."""
+    """Starts the session for ``owner`` (a profile) and sets ``owner._running = True`` and
+    ``owner._trace = None`` in the same call (RuntimeError if a session runs, ValueError for a
+    bad backend)."""
 
-def _stop(thread_names: list[tuple[int, str]] | None) -> Trace:
-    """Stops the session and keeps its events as a stored Trace."""
+def _stop(owner: object, keep: bool = True) -> bool:
+    """Stops the session ``owner`` started; its Trace (None unless ``keep``) goes to
+    ``owner._trace`` and ``owner._running`` becomes False, in the same call. False, changing
+    nothing, when ``owner`` does not own the running session."""
+
+def _session_owner() -> object | None:
+    """The profile object whose session runs, or None."""
+
+# framescope.profile's start, stop, __enter__ and __exit__ (instance methods written in C).
+def _profile_start(self: Any) -> Any: ...
+def _profile_enter(self: Any) -> Any: ...
+def _profile_stop(self: Any) -> Any: ...
+def _profile_exit(self: Any, exc_type: Any, exc: Any, tb: Any) -> None: ...
 
 def is_enabled() -> bool:
     """True while a framescope session records."""
@@ -38,7 +53,8 @@ def _set_stack_segment_budget(bytes: int) -> int:
 def _stack_segments_supported() -> bool:
     """True when the frame hook can continue deep recursion on stack segments here."""
 def mark(name: str) -> None:
-    """Records an instant event on the calling thread; no-op without a session."""
+    """Records an instant event on the calling thread; no-op without a session. TypeError for a
+    name that is not a str; lone surrogates are stored as U+FFFD."""
 
 def record_memory(
     address: int, bytes: int, total_allocated: int, total_reserved: int = 0, device: int = -1
