@@ -17,12 +17,16 @@ namespace {
 enum class OpenKind : uint8_t { kRange, kPython, kC };
 
 struct Open {
-  int64_t event;       // index in Trace::events
+  int64_t event;       // index in Trace::events; kGhost for a frame already closed early
   uint64_t begin_seq;  // ranges only
   OpenKind kind;
   bool initial;  // pre-existing Python frame
   uint64_t frame_address;
 };
+
+// Open::event of a frame whose slice a kPyExitEarly event closed: it keeps its place in the
+// stack until its own return event arrives, but is nobody's parent.
+constexpr int64_t kGhost = -1;
 
 EventCategory category_of_scope(uint8_t scope) {
   switch (RecordScope(scope)) {
@@ -71,6 +75,7 @@ class Replayer {
       out_.dropped_events += t.data.dropped;
       replay_thread(t, uint32_t(out_.threads.size() - 1));
     }
+    replay_threads_without_events(pid);
   }
 
  private:
@@ -115,13 +120,23 @@ class Replayer {
     e.symbol = symbol;
     e.thread = thread;
     e.category = cat;
-    e.parent = stack.empty() ? -1 : stack.back().event;
-    e.depth = uint32_t(stack.size());
+    e.parent = -1;
+    for (size_t i = stack.size(); i-- > 0;) {  // the innermost entry unless it is a ghost
+      if (stack[i].event != kGhost) {
+        e.parent = stack[i].event;
+        break;
+      }
+    }
+    e.depth = uint32_t(stack.size() - ghosts_);
     out_.events.push_back(e);
     return int64_t(out_.events.size() - 1);
   }
 
   void close(const Open& o, int64_t t) {
+    if (o.event == kGhost) {
+      --ghosts_;
+      return;
+    }
     TraceEvent& e = out_.events[size_t(o.event)];
     e.dur_ns = std::max<int64_t>(0, t - e.start_ns);
   }
@@ -138,22 +153,81 @@ class Replayer {
     }
   }
 
+  // Opens the frames that were running on a thread at session start (InitialStack `s`), from the
+  // session's start. Each initial stack goes to one thread only.
+  void open_initial_stack(size_t s, uint32_t thread, std::vector<Open>& stack) {
+    const InitialStack& is = raw_.initial_stacks[s];
+    if (initial_stack_taken_.size() <= s) initial_stack_taken_.resize(s + 1, false);
+    initial_stack_taken_[s] = true;
+    for (size_t i = 0; i < is.keys.size(); ++i) {
+      int64_t ev = open_event(out_.start_ns, symbol_for_key(is.keys[i], true),
+                              EventCategory::kPythonFunction, thread, stack);
+      stack.push_back({ev, 0, OpenKind::kPython, true,
+                       i < is.frame_addresses.size() ? is.frame_addresses[i] : 0});
+    }
+  }
+
+  // kPyInitialExit: the frame that was running at start at `address` ended at `t`. Python and C
+  // entries above it ended before it (ranges left open across a return stay open).
+  void close_initial_frame(std::vector<Open>& stack, uint64_t address, int64_t t) {
+    size_t i = stack.size();
+    while (i-- > 0) {
+      if (stack[i].initial && stack[i].frame_address == address) break;
+    }
+    if (i >= stack.size()) return;
+    for (size_t j = stack.size(); j-- > i;) {
+      if (j > i && stack[j].kind == OpenKind::kRange) continue;
+      close(stack[j], t);
+      stack.erase(stack.begin() + long(j));
+    }
+  }
+
+  // kPyExitEarly: the innermost Python frame ended at `t`, before its return event. It stays on
+  // the stack as a ghost (so that the return event finds it) under which nothing nests.
+  void exit_early(std::vector<Open>& stack, int64_t t) {
+    for (size_t i = stack.size(); i-- > 0;) {
+      if (stack[i].kind != OpenKind::kPython) continue;
+      if (stack[i].event == kGhost) return;  // already ended (a second finalizer)
+      close(stack[i], t);
+      stack[i].event = kGhost;
+      stack[i].initial = false;
+      ++ghosts_;
+      return;
+    }
+  }
+
+  // Threads that were running Python code at start but recorded nothing (blocked the whole
+  // session): their frames are open from start to stop.
+  void replay_threads_without_events(int64_t pid) {
+    for (size_t s = 0; s < raw_.initial_stacks.size(); ++s) {
+      if (s < initial_stack_taken_.size() && initial_stack_taken_[s]) continue;
+      const InitialStack& is = raw_.initial_stacks[s];
+      if (is.keys.empty()) continue;
+      ThreadInfo info;
+      info.pid = pid;
+      info.os_tid = is.os_tid;
+      info.pthread_id = is.pthread_id;
+      out_.threads.push_back(info);
+      std::vector<Open> stack;
+      ghosts_ = 0;
+      open_initial_stack(s, uint32_t(out_.threads.size() - 1), stack);
+      for (const Open& o : stack) {
+        close(o, out_.stop_ns);
+        out_.events[size_t(o.event)].open_at_stop = true;
+      }
+    }
+  }
+
   void replay_thread(const RawThread& t, uint32_t thread) {
     std::vector<Open> stack;
-    const int64_t start = out_.start_ns;
+    ghosts_ = 0;
     for (size_t s = 0; s < raw_.initial_stacks.size(); ++s) {
       const InitialStack& is = raw_.initial_stacks[s];
       if (is.os_tid ? is.os_tid != t.os_tid : is.pthread_id != t.pthread_id) continue;
       // Without an OS id, the first buffer of that pthread id takes the stack (threads are
       // replayed in buffer-creation order); a later thread reusing the id starts empty.
-      if (initial_stack_taken_.size() <= s) initial_stack_taken_.resize(s + 1, false);
-      if (initial_stack_taken_[s]) break;
-      initial_stack_taken_[s] = true;
-      for (size_t i = 0; i < is.keys.size(); ++i) {
-        int64_t ev = open_event(start, symbol_for_key(is.keys[i], true),
-                                EventCategory::kPythonFunction, thread, stack);
-        stack.push_back({ev, 0, OpenKind::kPython, true,
-                         i < is.frame_addresses.size() ? is.frame_addresses[i] : 0});
+      if (s >= initial_stack_taken_.size() || !initial_stack_taken_[s]) {
+        open_initial_stack(s, thread, stack);
       }
       break;
     }
@@ -274,6 +348,12 @@ class Replayer {
           }
           break;
         }
+        case EventKind::kPyInitialExit:
+          close_initial_frame(stack, payload, ts);
+          break;
+        case EventKind::kPyExitEarly:
+          exit_early(stack, ts);
+          break;
         case EventKind::kMark: {
           if (payload < d.strings_base || payload - d.strings_base >= d.strings.size()) break;
           Symbol s;
@@ -296,6 +376,7 @@ class Replayer {
       }
     }
     for (const Open& o : stack) {
+      if (o.event == kGhost) continue;
       close(o, out_.stop_ns);
       out_.events[size_t(o.event)].open_at_stop = true;
     }
@@ -309,6 +390,7 @@ class Replayer {
   std::vector<bool> initial_stack_taken_;  // per raw_.initial_stacks entry
   static constexpr uint32_t kNoSymbol = UINT32_MAX;
   std::vector<uint32_t> compact_symbols_;  // symbol by compact index, kNoSymbol until resolved
+  size_t ghosts_ = 0;                      // ghost entries in the current thread's stack
 };
 
 }  // namespace

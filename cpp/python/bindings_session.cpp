@@ -37,8 +37,9 @@ TracerBackend parse_backend(const std::string& name) {
 
 void start_session(bool record_shapes, bool profile_memory, bool with_flops,
                    const std::string& backend, bool c_calls,
-                   const std::vector<std::string>& prune_prefixes, nb::handle current_frames,
-                   size_t memory_limit, bool keep_newest, bool propagated_only) {
+                   const std::vector<std::string>& prune_prefixes, nb::handle native_ids,
+                   size_t memory_limit, bool keep_newest, bool propagated_only,
+                   const std::string& skip_frames_prefix) {
   SessionConfig config;
   config.record_shapes = record_shapes;
   config.profile_memory = profile_memory;
@@ -59,7 +60,7 @@ void start_session(bool record_shapes, bool profile_memory, bool with_flops,
   } catch (const SessionError& e) {
     throw std::runtime_error(e.what());
   }
-  if (!tracer_start(options, current_frames.ptr())) {
+  if (!tracer_start(options, native_ids.ptr(), skip_frames_prefix)) {
     disable_profiler();
     throw nb::python_error();
   }
@@ -99,8 +100,8 @@ nb::tuple event_tuple(const Trace& t, size_t i) {
 
 void bind_session(nb::module_& m) {
   m.def("_start", &start_session, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
-        "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
-        "keep_newest"_a, "propagated_only"_a = false);
+        "backend"_a, "c_calls"_a, "prune_prefixes"_a, "native_ids"_a.none(), "memory_limit"_a,
+        "keep_newest"_a, "propagated_only"_a = false, "skip_frames_prefix"_a = "");
   m.def("_stop", &stop_session, "thread_names"_a);
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def("_backend", &tracer_backend_description);

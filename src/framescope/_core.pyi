@@ -16,12 +16,15 @@ def _start(
     backend: str,
     c_calls: bool,
     prune_prefixes: list[str],
-    current_frames: dict[int, FrameType | tuple[FrameType, int]] | None,
+    native_ids: dict[int, int] | None,
     memory_limit: int,
     keep_newest: bool,
     propagated_only: bool = False,
+    skip_frames_prefix: str = "",
 ) -> None:
-    """Starts the session (RuntimeError if one runs, ValueError for a bad backend)."""
+    """Starts the session (RuntimeError if one runs, ValueError for a bad backend). The frames
+    running on every thread become open slices (``native_ids``: thread ident -> OS id); with the
+    frame hook, the caller's innermost frames under ``skip_frames_prefix`` are left out."""
 
 def _stop(thread_names: list[tuple[int, str]]) -> Trace:
     """Stops the session and replays its events into a Trace."""

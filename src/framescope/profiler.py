@@ -7,7 +7,7 @@ import site
 import sys
 import sysconfig
 import threading
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Literal
 
 from framescope import _core
@@ -35,26 +35,11 @@ def _prune_prefixes() -> list[str]:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _current_stacks(skip_framescope: bool) -> dict[int, FrameType | tuple[FrameType, int]]:
-    """The frames running on every thread (sys._current_frames()), each with its thread's native
-    id where threading knows it (pthread ids are reused when a thread exits mid-session).
-
-    With ``skip_framescope``, this thread's framescope frames (start, __enter__) are left out:
-    they return right after the session starts, which the frame hook does not see (the
-    fallbacks do, so they keep them)."""
-    frames: dict[int, FrameType | tuple[FrameType, int]] = {}
-    native = {t.ident: t.native_id for t in threading.enumerate()}
-    me = threading.get_ident()
-    for ident, frame in sys._current_frames().items():
-        f: FrameType | None = frame
-        if skip_framescope and ident == me:
-            while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
-                f = f.f_back
-        if f is None:
-            continue
-        nid = native.get(ident)
-        frames[ident] = (f, nid) if nid is not None else f
-    return frames
+def _native_thread_ids() -> dict[int, int]:
+    """Thread ident -> OS thread id of the threads threading knows (pthread ids are reused when a
+    thread exits mid-session, OS ids are not). The frames running on every thread are read by
+    the core itself when the session starts, with no Python code in between."""
+    return {t.ident: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
 
 
 _FALLBACK_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
@@ -184,7 +169,6 @@ class profile:
             self._backend, why = _resolve_backend(self._requested_backend)
             if why:
                 self._start_warnings.append(why)
-        frames = _current_stacks(self._backend == "frame_hook") if self.with_stack else None
         _core._start(
             record_shapes=self.record_shapes,
             profile_memory=self.profile_memory,
@@ -192,11 +176,12 @@ class profile:
             backend=self._backend,
             c_calls=self.c_calls,
             prune_prefixes=_prune_prefixes(),
-            current_frames=frames,
+            native_ids=_native_thread_ids() if self.with_stack else None,
             memory_limit=self._memory_limit,
             keep_newest=self._keep_newest,
+            # The frame hook does not see framescope's own start frames return: leave them out.
+            skip_frames_prefix=_PACKAGE_DIR if self._backend == "frame_hook" else "",
         )
-        del frames
         self._running = True
         return self
 
