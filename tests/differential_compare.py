@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from typing import Iterator
 
 from ground_truth import Forest, Node
 
-# Slack for the timing check (ns). Both sides read CLOCK_MONOTONIC, framescope through the TSC
-# mapped at stop (a linear fit from two samples, tens of ns off per sample); and when both are
-# sys.monitoring tools (3.12+ fallback) CPython calls one's callback before the other's at
-# both ends of a call, so one side of one slice moves by the other's callback (~100 ns).
-TIMING_SLACK_NS = 5_000
+# Slack for the timing check (ns): both sides read CLOCK_MONOTONIC, framescope through the TSC
+# mapped to it at stop (a linear fit from two samples, each up to ~100 ns off).
+TIMING_SLACK_NS = 2_000
 
 
 def preorder(nodes: list[Node], depth: int = 0) -> Iterator[tuple[int, Node]]:
@@ -87,11 +86,34 @@ def compare(truth: Forest, seen: Forest, timing: bool) -> list[str]:
             )
             continue
         if timing:
-            for (_, g), (_, f) in zip(tp, sp):
-                if f.start > g.start + TIMING_SLACK_NS or f.end < g.end - TIMING_SLACK_NS:
-                    problems.append(
-                        f"{where}: {short(f.key)} [{f.start}, {f.end}] does not contain the ground "
-                        f"truth's [{g.start}, {g.end}] (start {f.start - g.start:+} ns, end "
-                        f"{f.end - g.end:+} ns)"
-                    )
+            problems += timing_problems(where, [n for _, n in tp], [n for _, n in sp])
     return problems
+
+
+def timing_problems(where: str, truth: list[Node], seen: list[Node]) -> list[str]:
+    """Each end of a framescope slice lies between the ground truth's events just before and just
+    after the same moment on the thread: the slice contains the ground truth's slice of the call,
+    except where the other recorder's callback for the same event ran first (it cannot reach
+    past a neighbouring event), and reaches no further than its neighbours (a frame closed late,
+    at its thread's next call, or opened early fails)."""
+    bounds = sorted({t for n in truth for t in (n.start, n.end)})
+    out = []
+
+    def around(t: int) -> tuple[int, int]:
+        i = bisect.bisect_left(bounds, t)
+        j = bisect.bisect_right(bounds, t)
+        # No event before a thread's first one, nor after its last.
+        return (bounds[i - 1] if i > 0 else -(1 << 62)), (bounds[j] if j < len(bounds) else 1 << 62)
+
+    for g, f in zip(truth, seen):
+        for what, fs_t, gt_t in (("starts", f.start, g.start), ("ends", f.end, g.end)):
+            before, after = around(gt_t)
+            if before - TIMING_SLACK_NS <= fs_t <= after + TIMING_SLACK_NS:
+                continue
+            side = "before" if fs_t < before else "after"
+            out.append(
+                f"{where}: {short(f.key)} {what} at {fs_t}, {fs_t - gt_t:+} ns from the ground truth "
+                f"({gt_t}), {side} the thread's {'previous' if side == 'before' else 'next'} event "
+                f"({before if side == 'before' else after})"
+            )
+    return out

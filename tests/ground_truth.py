@@ -56,12 +56,29 @@ class Node:
     end: int = -1
     children: list[Node] = field(default_factory=list)
 
-    def to_json(self) -> list[Any]:
-        return [self.key, self.kind, self.start, self.end, [c.to_json() for c in self.children]]
 
-    @staticmethod
-    def from_json(data: list[Any]) -> Node:
-        return Node(data[0], data[1], data[2], data[3], [Node.from_json(c) for c in data[4]])
+
+def forest_to_json(roots: list[Node]) -> list[list[Any]]:
+    """A thread's trees as a flat preorder list of [depth, key, kind, start, end] (deep
+    recursion would overflow a nested JSON reader)."""
+    out: list[list[Any]] = []
+    todo: list[tuple[int, Node]] = [(0, n) for n in reversed(roots)]
+    while todo:
+        depth, n = todo.pop()
+        out.append([depth, n.key, n.kind, n.start, n.end])
+        todo.extend((depth + 1, c) for c in reversed(n.children))
+    return out
+
+
+def forest_from_json(rows: list[list[Any]]) -> list[Node]:
+    roots: list[Node] = []
+    path: list[Node] = []
+    for depth, key, kind, start, end in rows:
+        node = Node(key, kind, start, end)
+        del path[depth:]
+        (path[-1].children if path else roots).append(node)
+        path.append(node)
+    return roots
 
 
 Forest = dict[int, list[Node]]  # OS thread id -> root slices in order
@@ -78,16 +95,17 @@ def tp_name(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
-def c_key(ckind: int, obj: Any, name: str | None) -> str:
+def c_key(ckind: int, obj: Any, name: str | None, method: int, rec: ModuleType) -> str:
     """The name of a builtin call from what the recorder kept of the callable."""
     if ckind == C_FUNCTION:
         text = f"{obj.__name__}.{name}" if isinstance(obj, ModuleType) else str(name)
     elif ckind == C_METHOD:
-        owner = obj
-        for t in obj.__mro__:  # the class whose method it is, as attribute lookup finds it
-            if name in t.__dict__:
-                owner = t
-                break
+        # The class whose method it is: in the MRO of the receiver's class, the one whose dict
+        # holds this very builtin (super().__init_subclass__ from a class that defines its own
+        # is object.__init_subclass__), else the first with the name.
+        holders = [t for t in obj.__mro__ if name in t.__dict__]
+        same = [t for t in holders if rec.method_def(t.__dict__[name]) == method]
+        owner = (same or holders or [obj])[0]
         text = f"{tp_name(owner)}.{name}"
     elif ckind == C_DESCR:
         text = f"{tp_name(obj)}.{name}"
@@ -104,11 +122,13 @@ class GroundTruth:
     def __init__(self, recorder: ModuleType) -> None:
         self._rec = recorder
         self.initial: dict[int, list[CodeType]] = {}
-        self.events: list[tuple[int, int, int, int, Any, str | None]] = []
+        self.events: list[tuple[int, int, int, int, Any, str | None, int]] = []
         self.idents: dict[int, int] = {}
 
     def start(self, c_calls: bool) -> None:
         self.idents = {t.ident: t.native_id for t in threading.enumerate() if t.native_id}
+        # threading keeps the parent's id for the main thread of a forked child
+        self.idents[threading.get_ident()] = self._rec.tid()
         _, stacks = self._rec.start(c_calls)
         self.initial = {self.idents[i]: codes for i, codes in stacks.items() if i in self.idents}
 
@@ -120,9 +140,9 @@ class GroundTruth:
         frames running at its start are slices from its start, frames running at its end end
         there. Without ``c_calls`` builtin slices are left out (their children move up)."""
         lo, hi = window
-        per_thread: dict[int, list[tuple[int, int, int, Any, str | None]]] = {}
-        for ts, tid, kind, ckind, obj, name in self.events:
-            per_thread.setdefault(tid, []).append((ts, kind, ckind, obj, name))
+        per_thread: dict[int, list[tuple[int, int, int, Any, str | None, int]]] = {}
+        for ts, tid, kind, ckind, obj, name, method in self.events:
+            per_thread.setdefault(tid, []).append((ts, kind, ckind, obj, name, method))
         out: Forest = {}
         for tid in set(per_thread) | set(self.initial):
             roots: list[Node] = []
@@ -152,7 +172,7 @@ class GroundTruth:
                         return node
                 return None
 
-            for ts, kind, ckind, obj, name in per_thread.get(tid, []):
+            for ts, kind, ckind, obj, name, method in per_thread.get(tid, []):
                 if ts > hi:
                     break
                 if not in_window and ts >= lo:
@@ -162,7 +182,7 @@ class GroundTruth:
                     is_py = kind == EV_PY_OPEN
                     node = None
                     if in_window:
-                        key = code_key(obj) if is_py else c_key(ckind, obj, name)
+                        key = code_key(obj) if is_py else c_key(ckind, obj, name, method, self._rec)
                         node = Node(key, "py" if is_py else "c", ts)
                         parent = innermost()
                         (parent.children if parent else roots).append(node)

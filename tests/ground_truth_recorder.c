@@ -16,8 +16,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +43,7 @@ typedef struct {
     int ckind;
     PyObject *obj; /* strong */
     const char *name;
+    const void *method; /* C_METHOD: the PyMethodDef called */
 } Event;
 
 static Event *g_events = NULL;
@@ -61,8 +64,11 @@ static long this_tid(void) {
     return t_tid;
 }
 
+/* A forked child's thread is another thread than the one whose id it inherited. */
+static void forget_tid_after_fork(void) { t_tid = 0; }
+
 /* Appends an event (GIL held). `obj` is borrowed here and kept with a new reference. */
-static void record(int kind, int ckind, PyObject *obj, const char *name) {
+static void record_method(int kind, int ckind, PyObject *obj, const char *name, const void *method) {
     int64_t ts = now_ns();
     if (g_count == g_cap) {
         size_t cap = g_cap ? g_cap * 2 : 65536;
@@ -82,6 +88,11 @@ static void record(int kind, int ckind, PyObject *obj, const char *name) {
     Py_XINCREF(obj);
     e->obj = obj;
     e->name = name;
+    e->method = method;
+}
+
+static void record(int kind, int ckind, PyObject *obj, const char *name) {
+    record_method(kind, ckind, obj, name, NULL);
 }
 
 
@@ -94,7 +105,7 @@ static void record_c_call(PyObject *callable) {
             record(EV_C_OPEN, C_FUNCTION, self ? self : Py_None, f->m_ml->ml_name);
         } else {
             PyObject *owner = PyType_Check(self) ? self : (PyObject *)Py_TYPE(self);
-            record(EV_C_OPEN, C_METHOD, owner, f->m_ml->ml_name);
+            record_method(EV_C_OPEN, C_METHOD, owner, f->m_ml->ml_name, f->m_ml);
         }
     } else if (Py_IS_TYPE(callable, &PyMethodDescr_Type) ||
                Py_IS_TYPE(callable, &PyClassMethodDescr_Type)) {
@@ -346,6 +357,21 @@ static int hooks_stop(void) {
 #endif
 
 /* ---- module functions ---------------------------------------------------------------------- */
+/* Room for this many events is allocated and touched at start: growing the array (or faulting
+ * its fresh pages in) inside a callback would delay the other recorder's callback that follows
+ * for the same event, and its timestamp with it. */
+#define PREFAULTED_EVENTS ((size_t)1 << 18)
+
+static int reserve_events(void) {
+    if (g_cap >= PREFAULTED_EVENTS) return 0;
+    Event *events = (Event *)realloc(g_events, PREFAULTED_EVENTS * sizeof(Event));
+    if (!events) return -1;
+    memset(events, 0, PREFAULTED_EVENTS * sizeof(Event));
+    g_events = events;
+    g_cap = PREFAULTED_EVENTS;
+    return 0;
+}
+
 static void clear_events(void) {
     for (size_t i = 0; i < g_count; ++i) Py_XDECREF(g_events[i].obj);
     g_count = 0;
@@ -361,6 +387,7 @@ static PyObject *gt_start(PyObject *self, PyObject *args) {
         return NULL;
     }
     clear_events();
+    if (reserve_events() < 0) return PyErr_NoMemory();
     g_c_calls = c_calls;
     PyObject *frames = _PyThread_CurrentFrames(); /* new: ident -> innermost frame */
     if (!frames) return NULL;
@@ -411,8 +438,9 @@ static PyObject *gt_stop(PyObject *self, PyObject *unused) {
     PyObject *out = PyList_New((Py_ssize_t)g_count);
     for (size_t i = 0; out && i < g_count; ++i) {
         const Event *e = &g_events[i];
-        PyObject *item = Py_BuildValue("(LliiOz)", (long long)e->ts_ns, e->tid, e->kind, e->ckind,
-                                       e->obj ? e->obj : Py_None, e->name);
+        PyObject *item = Py_BuildValue("(LliiOzK)", (long long)e->ts_ns, e->tid, e->kind, e->ckind,
+                                       e->obj ? e->obj : Py_None, e->name,
+                                       (unsigned long long)(uintptr_t)e->method);
         if (!item) {
             Py_CLEAR(out);
             break;
@@ -424,6 +452,18 @@ static PyObject *gt_stop(PyObject *self, PyObject *unused) {
     return Py_BuildValue("(LN)", (long long)stop, out);
 }
 
+/* method_def(obj) -> the address of the PyMethodDef of a builtin function or method, or of a
+ * method descriptor (classmethod descriptors included); 0 for anything else. */
+static PyObject *gt_method_def(PyObject *self, PyObject *obj) {
+    const void *def = NULL;
+    if (PyCFunction_Check(obj)) {
+        def = ((PyCFunctionObject *)obj)->m_ml;
+    } else if (Py_IS_TYPE(obj, &PyMethodDescr_Type) || Py_IS_TYPE(obj, &PyClassMethodDescr_Type)) {
+        def = ((PyMethodDescrObject *)obj)->d_method;
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)def);
+}
+
 /* The calling thread's OS id, as recorded with each event. */
 static PyObject *gt_tid(PyObject *self, PyObject *unused) { return PyLong_FromLong(this_tid()); }
 
@@ -431,6 +471,7 @@ static PyMethodDef k_methods[] = {
     {"start", gt_start, METH_VARARGS, "start(c_calls) -> (start_ns, initial stacks by ident)"},
     {"stop", gt_stop, METH_NOARGS, "stop() -> (stop_ns, events)"},
     {"tid", gt_tid, METH_NOARGS, "the calling thread's OS id"},
+    {"method_def", gt_method_def, METH_O, "the PyMethodDef address of a builtin, or 0"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -438,6 +479,10 @@ static struct PyModuleDef k_module = {PyModuleDef_HEAD_INIT, "ground_truth_recor
                                       k_methods};
 
 PyMODINIT_FUNC PyInit_ground_truth_recorder(void) {
+    if (pthread_atfork(NULL, NULL, forget_tid_after_fork) != 0) {
+        PyErr_SetString(PyExc_OSError, "pthread_atfork failed");
+        return NULL;
+    }
 #if !GT_PY312
     if (PyType_Ready(&ThreadEntryType) < 0) return NULL;
     s_f_trace_lines = PyUnicode_InternFromString("f_trace_lines");

@@ -9,6 +9,7 @@
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
 #include "framescope/session.h"
+#include "thread_identity.h"
 #include "tracer.h"
 
 namespace framescope::py {
@@ -20,6 +21,8 @@ namespace {
 // (so a later thread state at the same address is never mistaken for it). GIL-protected.
 std::unordered_map<PyThreadState*, std::vector<const void*>> g_open;
 bool g_watching = false;
+// The innermost frame from the start of each thread that has had no Python event yet.
+std::unordered_map<PyThreadState*, const void*> g_innermost;
 
 #if !FS_PY312
 uint64_t g_watch_epoch = 0;  // session whose watch is installed (0: none)
@@ -50,6 +53,8 @@ uint64_t native_id_of(PyObject* native_ids, PyThreadState* ts) {
   (void)native_ids;
   return ts->native_thread_id;
 #else
+  // The caller's own id from the kernel: threading keeps a forked child's parent's id.
+  if (ts == PyThreadState_Get()) return internal::os_thread_id();
   if (!native_ids || !PyDict_Check(native_ids)) return 0;
   PyObject* key = PyLong_FromUnsignedLong(ts->thread_id);  // new
   if (!key) {
@@ -122,6 +127,7 @@ bool initial_frames_start(PyObject* native_ids, const std::string& skip_prefix, 
       Py_DECREF(code);
     }
     if (stack.keys.empty()) continue;
+    g_innermost.emplace(ts, addresses.back());
     internal::add_initial_stack(std::move(stack));
     if (watch) g_open.emplace(ts, std::move(addresses));
   }
@@ -162,8 +168,19 @@ void initial_frames_stop() {
   g_watch_epoch = 0;
 #endif
   g_open.clear();
+  g_innermost.clear();
   g_watching = false;
 }
+
+bool initial_frame_restarted(PyThreadState* ts, const void* frame) {
+  auto it = g_innermost.find(ts);
+  if (it == g_innermost.end()) return false;
+  const bool same = it->second == frame;
+  g_innermost.erase(it);
+  return same;
+}
+
+void initial_frames_first_event(PyThreadState* ts) { g_innermost.erase(ts); }
 
 bool initial_frames_watched() { return g_watching; }
 

@@ -33,6 +33,15 @@ void initial_frame_ended(PyThreadState* ts, const void* frame);
 /// True while some thread still has frames open from the session's start that are watched.
 bool initial_frames_watched();
 
+/// For the sys.monitoring fallback, at a thread's first Python event of the session (the
+/// caller makes sure of that): true when it is the PY_START or PY_RESUME of the thread's
+/// innermost frame from the start, which is then already open. A thread can stop at a frame's
+/// RESUME (3.13 checks the eval breaker before it reports the start when another sys.monitoring
+/// tool instrumented the code), so the frame is on its stack before the event. Needs the GIL.
+bool initial_frame_restarted(PyThreadState* ts, const void* frame);
+/// The thread had its first Python event of the session. Needs the GIL.
+void initial_frames_first_event(PyThreadState* ts);
+
 #if !FS_PY312
 /// 3.10/3.11, frame-hook backend: called by the hook before a call at depth 0 on thread `ts`
 /// (no hooked frame open there). While hooked frames run, the frames from the start cannot end,

@@ -71,16 +71,44 @@ bool is_init_name(PyObject* name) {
   return PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__init__") == 0;
 }
 
+// Function watcher: every function made during the session (a class statement's methods, a
+// dataclass's generated __init__) passes here. A class made in the session can be instantiated
+// at a site that warmed up before it, which specializes at the call's first run, so its __init__
+// is watched as soon as it exists.
+int g_function_watcher = -1;
+
+int on_function_event(PyFunction_WatchEvent event, PyFunctionObject* func, PyObject* new_value) {
+  PyObject* code = event == PyFunction_EVENT_MODIFY_CODE ? new_value
+                   : event == PyFunction_EVENT_CREATE    ? func->func_code
+                                                         : nullptr;
+  if (!g_active || !code || !PyCode_Check(code)) return 0;
+  auto* c = reinterpret_cast<PyCodeObject*>(code);
+  if (c->co_name != init_name() && !is_init_name(c->co_name)) return 0;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  watch(c);
+  PyErr_Restore(type, value, tb);
+  return 0;
+}
+
 }  // namespace
 
 bool inline_frames_start() {
   g_active = true;
+  if (g_function_watcher < 0) {
+    g_function_watcher = PyFunction_AddWatcher(on_function_event);
+    if (g_function_watcher < 0) return false;
+  }
   return watch_type_tree(&PyBaseObject_Type, 0);
 }
 
 void inline_frames_stop() {
   g_active = false;
   t_inline_frames.clear();
+  if (g_function_watcher >= 0) {
+    if (PyFunction_ClearWatcher(g_function_watcher) < 0) PyErr_Clear();
+    g_function_watcher = -1;
+  }
 }
 
 void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame) {

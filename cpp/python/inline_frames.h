@@ -12,9 +12,10 @@ namespace framescope::py {
 // sys.monitoring PY_START/PY_RETURN local events on the __init__ code objects only, for frames
 // that were not entered through the hook. Does nothing before 3.13.
 
-/// Watches the __init__ of every class whose calls are specialized already (sites warmed up
-/// before the session). Needs the GIL and monitoring_watch_start(). Returns false with a Python
-/// exception set.
+/// Watches the __init__ of every class a specialized site could enter (sites that warmed up
+/// before the session may specialize at their first call in it), and of every function made
+/// during the session that is named __init__ (a function watcher). Needs the GIL and
+/// monitoring_watch_start(). Returns false with a Python exception set.
 bool inline_frames_start();
 /// Forgets the frames entered so far. Needs the GIL.
 void inline_frames_stop();

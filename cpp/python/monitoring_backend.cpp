@@ -22,6 +22,9 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // sys.monitoring: C fastcall callbacks, interpreter-wide (all threads, new ones included).
 
+// Session whose first Python event this thread had (see initial_frame_restarted).
+thread_local uint64_t t_first_event_epoch = 0;
+
 // PY_START, PY_RESUME, PY_THROW(code, offset[, exc])
 PyObject* mon_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs < 1 || !PyCode_Check(args[0])) Py_RETURN_NONE;
@@ -30,6 +33,10 @@ PyObject* mon_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   PyCodeObject* code = reinterpret_cast<PyCodeObject*>(args[0]);
   if (frame && frame_code(frame) != code) frame = nullptr;
   if (g_fb.python_frames) {
+    if (FRAMESCOPE_UNLIKELY(t_first_event_epoch != g_tracer.epoch)) {
+      t_first_event_epoch = g_tracer.epoch;
+      if (frame && initial_frame_restarted(ts, frame)) Py_RETURN_NONE;  // open since the start
+    }
     record_python_call(code, frame);
   } else if (g_fb.hook_extras && frame) {
     inline_frame_started(code, frame);
@@ -39,6 +46,10 @@ PyObject* mon_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // PY_RETURN, PY_YIELD, PY_UNWIND
 PyObject* mon_exit(PyObject*, PyObject* const*, Py_ssize_t) {
   if (g_fb.python_frames) {
+    if (FRAMESCOPE_UNLIKELY(t_first_event_epoch != g_tracer.epoch)) {
+      t_first_event_epoch = g_tracer.epoch;
+      initial_frames_first_event(PyThreadState_Get());
+    }
     record_python_return();
   } else if (g_fb.hook_extras) {
     PyThreadState* ts = PyThreadState_Get();

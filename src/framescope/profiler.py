@@ -35,11 +35,26 @@ def _prune_prefixes() -> list[str]:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+# In a forked child, threading keeps the parent's OS id for the thread that forked (3.10-3.13):
+# the right one is read once in the child.
+_forked_native_ids: dict[int, int] = {}
+
+
+def _note_forked_thread() -> None:
+    _forked_native_ids.clear()
+    _forked_native_ids[threading.get_ident()] = threading.get_native_id()
+
+
+os.register_at_fork(after_in_child=_note_forked_thread)
+
+
 def _native_thread_ids() -> dict[int, int]:
     """Thread ident -> OS thread id of the threads threading knows (pthread ids are reused when a
     thread exits mid-session, OS ids are not). The frames running on every thread are read by
     the core itself when the session starts, with no Python code in between."""
-    return {t.ident: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
+    ids = {t.ident: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
+    ids.update((i, n) for i, n in _forked_native_ids.items() if i in ids)
+    return ids
 
 
 _FALLBACK_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
@@ -189,7 +204,8 @@ class profile:
         if not self._running:
             raise RuntimeError("this profile is not running")
         # By native id: pthread ids are reused by threads started after others exited.
-        names = [(t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None]
+        native = _native_thread_ids()
+        names = [(native[t.ident], t.name) for t in threading.enumerate() if t.ident in native]
         self._running = False
         self._trace = _core._stop(names)
         for warning in self.warnings:
