@@ -24,7 +24,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 # What building and testing framescope needs; `extra` adds per-version packages (torch on 3.11).
-deps=(pip nanobind scikit-build-core pytest ninja cmake greenlet "$@")
+deps=(pip nanobind scikit-build-core pytest ninja cmake greenlet perfetto protobuf jsonschema "$@")
 stamp="$venv/.framescope-deps"
 want="$(printf '%s\n' "${deps[@]}" | sort | tr '\n' ' ')"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then

@@ -19,7 +19,8 @@ recap=()
 step() { printf '\n=== %s ===\n' "$*"; }
 
 # ---- system packages ------------------------------------------------------------------------
-apt_packages=(build-essential cmake ninja-build libgtest-dev libbenchmark-dev)
+# chromium: tests/test_report.py loads the HTML report in headless Chromium (on 3.11)
+apt_packages=(build-essential cmake ninja-build libgtest-dev libbenchmark-dev chromium)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -76,9 +77,11 @@ last_summary=""
 for base_py in "${pythons[@]}"; do
   version="$("$base_py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   step "Python $version ($base_py)"
-  # torch where a local CPU wheel exists (3.11 here): the torch integration tests use it.
+  # Heavy tests run on one version each: torch (where a local CPU wheel exists, 3.11 here) and
+  # the browser tests on 3.11, the notebook tests (a real kernel) on 3.12.
   extra=()
   [ "$version" = 3.11 ] && extra+=("torch==2.13.0")
+  [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel)
   if ! py="$(scripts/dev_env.sh "$base_py" "${extra[@]}" | tail -1)"; then
     echo "installing into the $version venv failed; retrying without torch"
     if ! py="$(scripts/dev_env.sh "$base_py" | tail -1)"; then

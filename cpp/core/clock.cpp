@@ -101,6 +101,10 @@ void ClockConverter::finish() noexcept {
 int64_t ClockConverter::to_ns(uint64_t ticks) const noexcept {
   if (ticks_are_ns_) return int64_t(ticks);
   double delta = double(int64_t(ticks - start_ticks_)) / ticks_per_ns_;
+  // Loaded traces may carry any calibration: keep the conversion defined (|delta| < 2^61 ns,
+  // 73 years, is never reached by a real session; NaN maps to 0).
+  constexpr double kLimit = double(int64_t(1) << 61);
+  if (!(delta > -kLimit && delta < kLimit)) delta = delta > 0 ? kLimit : (delta < 0 ? -kLimit : 0);
   return int64_t(start_ns_) + int64_t(delta);
 }
 

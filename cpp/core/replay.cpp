@@ -1,4 +1,9 @@
-// cpp/core/replay.cpp: turns per-thread raw events into one tree of timed events per thread.
+// cpp/core/replay.cpp: the tree rules: turns one thread's recorded slots into nested events.
+//
+// Two steps. At stop, build_part() keeps the slots of a session as they are and resolves what
+// they refer to (code objects, C functions, static names, side records) into symbols, once.
+// Then every reader replays: replay_part() walks each thread's slots and reports slices to a
+// TraceVisitor. This file is the only place that decides which event encloses which.
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,26 +12,15 @@
 #include "flops.h"
 #include "framescope/record_function.h"
 #include "session_impl.h"
+#include "trace_part.h"
 
 namespace framescope {
 
 using internal::EventKind;
 
+namespace internal {
+
 namespace {
-
-enum class OpenKind : uint8_t { kRange, kPython, kC };
-
-struct Open {
-  int64_t event;       // index in Trace::events; kGhost for a frame already closed early
-  uint64_t begin_seq;  // ranges only
-  OpenKind kind;
-  bool initial;  // pre-existing Python frame
-  uint64_t frame_address;
-};
-
-// Open::event of a frame whose slice a kPyExitEarly event closed: it keeps its place in the
-// stack until its own return event arrives, but is nobody's parent.
-constexpr int64_t kGhost = -1;
 
 EventCategory category_of_scope(uint8_t scope) {
   switch (RecordScope(scope)) {
@@ -39,366 +33,534 @@ EventCategory category_of_scope(uint8_t scope) {
   }
 }
 
-class Replayer {
- public:
-  Replayer(const RawTrace& raw, const KeyResolver& resolver, Trace& out)
-      : raw_(raw), resolver_(resolver), out_(out) {}
+// ---------------------------------------------------------------------------------------------
+// Building a part from a stopped session.
 
-  void run() {
-    out_.start_ns = raw_.clock.to_ns(raw_.start_ticks);
-    out_.stop_ns = raw_.clock.to_ns(raw_.stop_ticks);
-    out_.warnings = raw_.warnings;
-    // Threads may still append for a moment after the stop time was taken (they read the
-    // session epoch before it was cleared). Such events lie outside the session window and are
-    // ignored, so that everything fits inside [start, stop] and ranges open at stop nest.
-    for (const auto& ae : raw_.async_ends) {
-      if (ae.ticks <= raw_.stop_ticks) async_ends_[{ae.buffer_index, ae.begin_seq}] = ae.ticks;
+class PartBuilder {
+ public:
+  PartBuilder(const KeyResolver& resolver, TracePart& part) : resolver_(resolver), part_(part) {
+    part_.unknown_python = intern_name("<unknown python function>");
+    part_.unknown_c = intern_name("<unknown C function>");
+    part_.unknown_range = intern_name("<unknown range>");
+  }
+
+  uint32_t intern(Symbol s) {
+    auto it = index_.find(s.name);
+    if (it != index_.end()) return it->second;
+    const uint32_t id = uint32_t(part_.symbols.size());
+    index_.emplace(s.name, id);
+    part_.symbols.push_back(std::move(s));
+    return id;
+  }
+  uint32_t intern_name(const std::string& name) {
+    Symbol s;
+    s.name = name;
+    s.function = name;
+    return intern(std::move(s));
+  }
+
+  void resolve_python(uint64_t key) {
+    if (part_.keys.python.count(key)) return;
+    part_.keys.python.emplace(key, resolve(key, true));
+  }
+  void resolve_c(uint64_t key) {
+    if (part_.keys.c_function.count(key)) return;
+    part_.keys.c_function.emplace(key, resolve(key, false));
+  }
+  void resolve_static(uint64_t ptr) {
+    if (part_.keys.static_name.count(ptr)) return;
+    part_.keys.static_name.emplace(ptr, intern_name(reinterpret_cast<const char*>(ptr)));
+  }
+  uint32_t resolve(uint64_t key, bool python) {
+    Symbol s;
+    const auto& fn = python ? resolver_.python : resolver_.c_function;
+    if (fn && fn(key, s)) return intern(std::move(s));
+    return python ? part_.unknown_python : part_.unknown_c;
+  }
+
+  // Resolves every key a thread's slots refer to (one pass over the slots).
+  void scan(const std::vector<RawEvent>& slots) {
+    for (const RawEvent& e : slots) {
+      if (is_compact_pair(e.word)) continue;  // compact indices are resolved from the table
+      const uint64_t payload = payload_of(e.word);
+      switch (kind_of(e.word)) {
+        case EventKind::kRangeBegin:
+          if (payload & kPointerMask) resolve_static(payload & kPointerMask);
+          break;
+        case EventKind::kPyCall:
+          resolve_python(payload);
+          break;
+        case EventKind::kCCall:
+          resolve_c(payload);
+          break;
+        default:
+          break;
+      }
     }
-    // Each event opens at most one TraceEvent, so this reserve is never exceeded: no copies of a
-    // growing array (millions of events at stop), and the pages of the part not used are never
-    // touched.
-    for (const RawThread& t : raw_.threads) {
-      out_.recorded_events += internal::count_events(t.data.events);
-    }
-    uint64_t upper_bound = out_.recorded_events;
-    for (const InitialStack& is : raw_.initial_stacks) upper_bound += is.keys.size();
-    out_.events.reserve(size_t(upper_bound));
-    compact_symbols_.assign(raw_.compact_keys.size(), kNoSymbol);
-    int64_t pid = getpid();
-    for (const RawThread& t : raw_.threads) {
-      ThreadInfo info;
-      info.pid = pid;
-      info.os_tid = t.os_tid;
-      info.pthread_id = t.pthread_id;
-      info.logical_tid = t.logical_tid;
-      out_.threads.push_back(info);
-      out_.dropped_events += t.data.dropped;
-      replay_thread(t, uint32_t(out_.threads.size() - 1));
-    }
-    replay_threads_without_events(pid);
   }
 
  private:
-  struct PairHash {
-    size_t operator()(const std::pair<uint32_t, uint64_t>& p) const {
-      return std::hash<uint64_t>()(p.second * 1000003u ^ p.first);
+  const KeyResolver& resolver_;
+  TracePart& part_;
+  std::unordered_map<std::string, uint32_t> index_;
+};
+
+// What recycled chunks (keep-newest) or the parent process (after a fork) left open on a
+// thread (ThreadBuffer::Snapshot::carried) becomes a run of slots of its own, replayed first,
+// numbered right below the kept slots as the stored form wants (runs follow one another): carried
+// event i gets seq S + i and kept slot k gets S + c + k, with c carried events and
+// S = max(first_seq, c) - c. Range ends and async ends that refer to a begin by its recorded seq
+// are renumbered; an end whose begin was lost refers to nothing. Side records of carried ranges
+// follow the thread's own (their payloads are renumbered too).
+void prepend_carried(RawThread& t, PartThread& pt, TracePart& part) {
+  auto& d = t.data;
+  const uint64_t c = d.carried.size();
+  const uint64_t first = d.first_seq;
+  const uint64_t start = std::max(first, c) - c;
+  const uint64_t shift = start + c - first;            // added to the kept slots' seqs
+  std::unordered_map<uint64_t, uint64_t> carried_seq;  // recorded seq -> new seq
+  for (uint64_t i = 0; i < c; ++i) {
+    RawEvent& e = d.carried[i];
+    if (!is_compact_pair(e.word) && kind_of(e.word) == EventKind::kRangeBeginSide) {
+      e.word = pack_word(EventKind::kRangeBeginSide,
+                         d.details_base + d.details.size() + payload_of(e.word));
     }
+    if (d.carried_seq[i] != ThreadBuffer::kDroppedSeq) carried_seq[d.carried_seq[i]] = start + i;
+  }
+  auto renumber = [&](uint64_t seq) -> uint64_t {
+    if (seq >= first) return seq + shift;
+    auto it = carried_seq.find(seq);
+    return it != carried_seq.end() ? it->second : kPayloadMask;  // (no begin has that seq)
   };
-
-  uint32_t symbol_for_static(uint64_t ptr) {
-    auto it = static_names_.find(ptr);
-    if (it != static_names_.end()) return it->second;
-    Symbol s;
-    s.name = reinterpret_cast<const char*>(ptr);
-    s.function = s.name;
-    uint32_t id = out_.intern(std::move(s));
-    static_names_.emplace(ptr, id);
-    return id;
-  }
-
-  uint32_t symbol_for_key(uint64_t key, bool python) {
-    auto& cache = python ? python_keys_ : c_keys_;
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-    Symbol s;
-    const auto& fn = python ? resolver_.python : resolver_.c_function;
-    if (!fn || !fn(key, s)) {
-      s = Symbol{};
-      s.name = python ? "<unknown python function>" : "<unknown C function>";
-      s.function = s.name;
+  for (RawEvent& e : d.events) {
+    if (!is_compact_pair(e.word) && kind_of(e.word) == EventKind::kRangeEnd) {
+      e.word = pack_word(EventKind::kRangeEnd, renumber(payload_of(e.word)));
     }
-    uint32_t id = out_.intern(std::move(s));
-    cache.emplace(key, id);
-    return id;
+  }
+  for (PartAsyncEnd& ae : part.async_ends) {
+    if (ae.buffer_index == t.buffer_index) ae.begin_seq = renumber(ae.begin_seq);
+  }
+  pt.first_seq = start;
+  part.owned_slots.push_back(std::move(d.carried));
+  const auto& slots = part.owned_slots.back();
+  pt.runs.push_back({slots.data(), slots.size()});
+}
+
+// Threads that were running Python code at start but recorded nothing (blocked the whole
+// session): a thread of their own each, whose frames from the start stay open until the stop.
+void add_threads_without_events(const RawTrace& raw, const std::vector<bool>& initial_taken,
+                                const std::vector<std::pair<uint64_t, std::string>>& names,
+                                PartBuilder& b, TracePart& part) {
+  const int64_t pid = getpid();
+  for (size_t s = 0; s < raw.initial_stacks.size(); ++s) {
+    const InitialStack& is = raw.initial_stacks[s];
+    if (initial_taken[s] || is.keys.empty()) continue;
+    PartThread pt;
+    pt.info.pid = pid;
+    pt.info.os_tid = is.os_tid;
+    pt.info.pthread_id = is.pthread_id;
+    for (const auto& [ident, name] : names) {
+      if (ident == is.os_tid) pt.info.name = name;
+    }
+    pt.buffer_index = UINT32_MAX;  // no buffer: no range of it can end elsewhere
+    for (size_t i = 0; i < is.keys.size(); ++i) {
+      b.resolve_python(is.keys[i]);
+      pt.initial.push_back({part.keys.python[is.keys[i]],
+                            i < is.frame_addresses.size() ? is.frame_addresses[i] : 0});
+    }
+    part.threads.push_back(std::move(pt));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolver,
+                                      const std::vector<std::pair<uint64_t, std::string>>& names) {
+  auto part = std::make_shared<TracePart>();
+  PartBuilder b(resolver, *part);
+  part->clock = raw.clock;
+  part->start_ticks = raw.start_ticks;
+  part->stop_ticks = raw.stop_ticks;
+  part->with_flops = raw.config.with_flops;
+  part->warnings = raw.warnings;
+  part->keys.compact.resize(raw.compact_keys.size());
+  for (size_t i = 0; i < raw.compact_keys.size(); ++i) {
+    b.resolve_python(raw.compact_keys[i]);
+    part->keys.compact[i] = part->keys.python[raw.compact_keys[i]];
+  }
+  // Threads may still append for a moment after the stop time was taken (they read the
+  // session epoch before it was cleared). Such events lie outside the session window and are
+  // ignored by the replay, so that everything fits inside [start, stop].
+  for (const AsyncEnd& ae : raw.async_ends) {
+    if (ae.ticks <= raw.stop_ticks)
+      part->async_ends.push_back({ae.buffer_index, ae.begin_seq, ae.ticks});
+  }
+  const int64_t pid = getpid();
+  std::vector<bool> initial_taken(raw.initial_stacks.size(), false);
+  part->owned_slots.reserve(raw.threads.size());
+  for (RawThread& t : raw.threads) {
+    PartThread pt;
+    pt.info.pid = pid;
+    pt.info.os_tid = t.os_tid;
+    pt.info.pthread_id = t.pthread_id;
+    pt.info.logical_tid = t.logical_tid;
+    for (const auto& [ident, name] : names) {
+      if (ident == t.os_tid) pt.info.name = name;
+    }
+    pt.buffer_index = t.buffer_index;
+    pt.first_seq = t.data.first_seq;
+    pt.dropped = t.data.dropped;
+    part->dropped_events += t.data.dropped;
+    part->recorded_events += count_events(t.data.events);
+    b.scan(t.data.events);
+    // Frames running at start. Without an OS id, the first buffer of that pthread id takes the
+    // stack (buffers come in creation order); a later thread reusing the id starts empty.
+    for (size_t s = 0; s < raw.initial_stacks.size(); ++s) {
+      const InitialStack& is = raw.initial_stacks[s];
+      if (is.os_tid ? is.os_tid != t.os_tid : is.pthread_id != t.pthread_id) continue;
+      if (initial_taken[s]) break;
+      initial_taken[s] = true;
+      for (size_t i = 0; i < is.keys.size(); ++i) {
+        b.resolve_python(is.keys[i]);
+        pt.initial.push_back({part->keys.python[is.keys[i]],
+                              i < is.frame_addresses.size() ? is.frame_addresses[i] : 0});
+      }
+      break;
+    }
+    const auto& d = t.data;
+    pt.ranges_base = d.details_base;
+    auto store_range = [&](const RangeDetail& rd) {
+      StoredRange r;
+      r.symbol = b.intern_name(rd.name);
+      r.scope = rd.scope;
+      if (rd.handle || rd.seq_nr >= 0 || !rd.inputs.empty()) {
+        EventDetail det;
+        det.handle = rd.handle;
+        det.seq_nr = rd.seq_nr;
+        det.inputs = rd.inputs;
+        if (raw.config.with_flops) det.flops = estimate_flops(rd.name, rd.inputs);
+        part->details.push_back(std::move(det));
+        r.detail = uint32_t(part->details.size() - 1);
+      }
+      pt.ranges.push_back(r);
+    };
+    for (const RangeDetail& rd : d.details) store_range(rd);
+    for (const RangeDetail& rd : d.carried_details) store_range(rd);
+    pt.marks_base = d.strings_base;
+    for (const std::string& s : d.strings) pt.marks.push_back(b.intern_name(s));
+    pt.memory_base = d.memory_base;
+    pt.memory = d.memory;
+    if (!t.data.carried.empty()) {
+      b.scan(t.data.carried);
+      part->recorded_events += count_events(t.data.carried);
+      prepend_carried(t, pt, *part);
+    }
+    // The slots themselves are kept as recorded (moved, not copied).
+    part->owned_slots.push_back(std::move(t.data.events));
+    const auto& slots = part->owned_slots.back();
+    if (!slots.empty()) pt.runs.push_back({slots.data(), slots.size()});
+    part->threads.push_back(std::move(pt));
+  }
+  add_threads_without_events(raw, initial_taken, names, b, *part);
+  return part;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay.
+
+namespace {
+
+enum class OpenKind : uint8_t { kRange, kPython, kC };
+
+struct Open {
+  Slice slice;
+  uint64_t begin_seq;  // ranges only
+  int64_t raw_start;   // start without the part's time offset
+  uint64_t frame_address;
+  OpenKind kind;
+  bool initial;  // pre-existing Python frame
+  // A frame whose slice a kPyExitEarly event ended: it keeps its place on the stack until its
+  // own return event arrives, but nothing nests under it.
+  bool ghost = false;
+};
+
+struct PairHash {
+  size_t operator()(const std::pair<uint32_t, uint64_t>& p) const {
+    return std::hash<uint64_t>()(p.second * 1000003u ^ p.first);
+  }
+};
+
+class Replayer {
+ public:
+  Replayer(const StoredTrace::PartRef& ref, TraceVisitor& v, uint64_t& next_index)
+      : ref_(ref), part_(*ref.part), v_(v), next_index_(next_index) {
+    for (const PartAsyncEnd& ae : part_.async_ends) {
+      async_ends_[{ae.buffer_index, ae.begin_seq}] = ae.ticks;
+    }
+    start_ns_ = part_.start_ns();
+    stop_ns_ = part_.stop_ns();
   }
 
-  int64_t open_event(int64_t start, uint32_t symbol, EventCategory cat, uint32_t thread,
-                     const std::vector<Open>& stack) {
-    TraceEvent e;
-    e.start_ns = start;
-    e.dur_ns = 0;
-    e.symbol = symbol;
-    e.thread = thread;
-    e.category = cat;
-    e.parent = -1;
-    for (size_t i = stack.size(); i-- > 0;) {  // the innermost entry unless it is a ghost
-      if (stack[i].event != kGhost) {
-        e.parent = stack[i].event;
+  void run() {
+    for (size_t i = 0; i < part_.threads.size(); ++i) {
+      const uint32_t thread = ref_.thread_base + uint32_t(i);
+      v_.begin_thread(thread);
+      replay_thread(part_.threads[i], thread);
+      v_.end_thread(thread);
+    }
+  }
+
+ private:
+  uint32_t sym(uint32_t part_symbol) const {
+    return part_symbol < ref_.symbol_map.size() ? ref_.symbol_map[part_symbol] : 0;
+  }
+  uint32_t lookup(const std::unordered_map<uint64_t, uint32_t>& m, uint64_t key,
+                  uint32_t fallback) const {
+    auto it = m.find(key);
+    return sym(it == m.end() ? fallback : it->second);
+  }
+
+  // Fills a new slice enclosed by the top of the stack (the innermost entry but a ghost).
+  Slice make(int64_t ts, uint32_t symbol, EventCategory cat) {
+    Slice s;
+    s.index = next_index_++;
+    s.parent = -1;
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (!stack_[i].ghost) {
+        s.parent = int64_t(stack_[i].slice.index);
         break;
       }
     }
-    e.depth = uint32_t(stack.size() - ghosts_);
-    out_.events.push_back(e);
-    return int64_t(out_.events.size() - 1);
+    s.start_ns = ts + ref_.offset_ns;
+    s.thread = thread_;
+    s.symbol = symbol;
+    s.depth = uint32_t(stack_.size() - ghosts_);
+    s.category = cat;
+    return s;
   }
 
-  void close(const Open& o, int64_t t) {
-    if (o.event == kGhost) {
+  void open(int64_t ts, uint32_t symbol, EventCategory cat, OpenKind kind, uint64_t begin_seq = 0,
+            uint32_t detail = UINT32_MAX, bool initial = false, uint64_t address = 0) {
+    Open o{make(ts, symbol, cat), begin_seq, ts, address, kind, initial};
+    o.slice.detail = detail;
+    v_.slice_begin(o.slice);
+    stack_.push_back(o);
+  }
+
+  void close_at(size_t i, int64_t t, bool at_stop = false) {
+    Open& o = stack_[i];
+    if (o.ghost) {
       --ghosts_;
-      return;
+    } else {
+      o.slice.dur_ns = std::max<int64_t>(0, t - o.raw_start);
+      o.slice.open_at_stop = at_stop;
+      v_.slice_end(o.slice);
     }
-    TraceEvent& e = out_.events[size_t(o.event)];
-    e.dur_ns = std::max<int64_t>(0, t - e.start_ns);
-  }
-
-  // Pops the innermost open entry of `kind`, closing it at `t`. Entries of other kinds above it
-  // (a range left open across a return) stay open.
-  void pop_kind(std::vector<Open>& stack, OpenKind kind, int64_t t) {
-    for (size_t i = stack.size(); i-- > 0;) {
-      if (stack[i].kind == kind) {
-        close(stack[i], t);
-        stack.erase(stack.begin() + long(i));
-        return;
-      }
-    }
-  }
-
-  // Opens the frames that were running on a thread at session start (InitialStack `s`), from the
-  // session's start. Each initial stack goes to one thread only.
-  void open_initial_stack(size_t s, uint32_t thread, std::vector<Open>& stack) {
-    const InitialStack& is = raw_.initial_stacks[s];
-    if (initial_stack_taken_.size() <= s) initial_stack_taken_.resize(s + 1, false);
-    initial_stack_taken_[s] = true;
-    for (size_t i = 0; i < is.keys.size(); ++i) {
-      int64_t ev = open_event(out_.start_ns, symbol_for_key(is.keys[i], true),
-                              EventCategory::kPythonFunction, thread, stack);
-      stack.push_back({ev, 0, OpenKind::kPython, true,
-                       i < is.frame_addresses.size() ? is.frame_addresses[i] : 0});
-    }
+    stack_.erase(stack_.begin() + long(i));
   }
 
   // kPyInitialExit: the frame that was running at start at `address` ended at `t`. Python and C
-  // entries above it ended before it (ranges left open across a return stay open).
-  void close_initial_frame(std::vector<Open>& stack, uint64_t address, int64_t t) {
-    size_t i = stack.size();
+  // entries above it ended before it; ranges left open across its return stay open.
+  void close_initial_frame(uint64_t address, int64_t t) {
+    size_t i = stack_.size();
     while (i-- > 0) {
-      if (stack[i].initial && stack[i].frame_address == address) break;
+      if (stack_[i].initial && stack_[i].frame_address == address) break;
     }
-    if (i >= stack.size()) return;
-    for (size_t j = stack.size(); j-- > i;) {
-      if (j > i && stack[j].kind == OpenKind::kRange) continue;
-      close(stack[j], t);
-      stack.erase(stack.begin() + long(j));
+    if (i >= stack_.size()) return;
+    for (size_t j = stack_.size(); j-- > i;) {
+      if (j == i || stack_[j].kind != OpenKind::kRange) close_at(j, t);
     }
   }
 
-  // kPyExitEarly: the innermost Python frame ended at `t`, before its return event. It stays on
-  // the stack as a ghost (so that the return event finds it) under which nothing nests.
-  void exit_early(std::vector<Open>& stack, int64_t t) {
-    for (size_t i = stack.size(); i-- > 0;) {
-      if (stack[i].kind != OpenKind::kPython) continue;
-      if (stack[i].event == kGhost) return;  // already ended (a second finalizer)
-      close(stack[i], t);
-      stack[i].event = kGhost;
-      stack[i].initial = false;
+  // kPyExitEarly: the innermost Python frame ended at `t`, before its return event (3.12+ free a
+  // returning frame's locals, running finalizers, before the hook sees it return). Its slice
+  // ends now; its entry stays as a ghost for the return event to remove.
+  void exit_early(int64_t t) {
+    for (size_t i = stack_.size(); i-- > 0;) {
+      Open& o = stack_[i];
+      if (o.kind != OpenKind::kPython) continue;
+      if (o.ghost) return;  // ended already (a second finalizer)
+      o.slice.dur_ns = std::max<int64_t>(0, t - o.raw_start);
+      v_.slice_end(o.slice);
+      o.ghost = true;
+      o.initial = false;
       ++ghosts_;
       return;
     }
   }
 
-  // Threads that were running Python code at start but recorded nothing (blocked the whole
-  // session): their frames are open from start to stop.
-  void replay_threads_without_events(int64_t pid) {
-    for (size_t s = 0; s < raw_.initial_stacks.size(); ++s) {
-      if (s < initial_stack_taken_.size() && initial_stack_taken_[s]) continue;
-      const InitialStack& is = raw_.initial_stacks[s];
-      if (is.keys.empty()) continue;
-      ThreadInfo info;
-      info.pid = pid;
-      info.os_tid = is.os_tid;
-      info.pthread_id = is.pthread_id;
-      out_.threads.push_back(info);
-      std::vector<Open> stack;
-      ghosts_ = 0;
-      open_initial_stack(s, uint32_t(out_.threads.size() - 1), stack);
-      for (const Open& o : stack) {
-        close(o, out_.stop_ns);
-        out_.events[size_t(o.event)].open_at_stop = true;
+  // Closes the innermost open entry of `kind` at `t`. Entries of other kinds above it (a range
+  // left open across a return) stay open.
+  void pop_kind(OpenKind kind, int64_t t) {
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (stack_[i].kind == kind) {
+        close_at(i, t);
+        return;
       }
     }
   }
 
-  void replay_thread(const RawThread& t, uint32_t thread) {
-    std::vector<Open> stack;
+  void replay_thread(const PartThread& t, uint32_t thread) {
+    thread_ = thread;
+    stack_.clear();
     ghosts_ = 0;
-    for (size_t s = 0; s < raw_.initial_stacks.size(); ++s) {
-      const InitialStack& is = raw_.initial_stacks[s];
-      if (is.os_tid ? is.os_tid != t.os_tid : is.pthread_id != t.pthread_id) continue;
-      // Without an OS id, the first buffer of that pthread id takes the stack (threads are
-      // replayed in buffer-creation order); a later thread reusing the id starts empty.
-      if (s >= initial_stack_taken_.size() || !initial_stack_taken_[s]) {
-        open_initial_stack(s, thread, stack);
-      }
-      break;
+    for (const StoredFrame& f : t.initial) {
+      open(start_ns_, sym(f.symbol), EventCategory::kPythonFunction, OpenKind::kPython, 0,
+           UINT32_MAX, true, f.address);
     }
-    const auto& d = t.data;
-    auto open_python = [&](int64_t ts, uint32_t symbol) {
-      int64_t ev = open_event(ts, symbol, EventCategory::kPythonFunction, thread, stack);
-      stack.push_back({ev, 0, OpenKind::kPython, false, 0});
-    };
+    const uint64_t stop_ticks = part_.stop_ticks;
+    const ClockConverter& clock = part_.clock;
+    const std::vector<uint32_t>& compact_symbols = part_.keys.compact;
     // A compact event (raw_event.h); false once it lies after the stop.
     uint64_t base_ticks = 0;
     bool have_base = false;
     auto compact = [&](uint64_t e) {
       if (!have_base) return true;  // (cannot happen: every chunk starts its pairs with a base)
-      const uint64_t ticks = base_ticks + internal::compact_delta(e);
-      if (ticks > raw_.stop_ticks) return false;
-      const int64_t ts = raw_.clock.to_ns(ticks);
-      if (internal::compact_is_return(e)) {
-        pop_kind(stack, OpenKind::kPython, ts);
-      } else if (const uint32_t index = internal::compact_index(e);
-                 index < compact_symbols_.size()) {
-        // Compact indices are dense: a vector lookup instead of hashing the key per call.
-        uint32_t& symbol = compact_symbols_[index];
-        if (symbol == kNoSymbol) symbol = symbol_for_key(raw_.compact_keys[index], true);
-        open_python(ts, symbol);
+      const uint64_t ticks = base_ticks + compact_delta(e);
+      if (ticks > stop_ticks) return false;
+      const int64_t ts = clock.to_ns(ticks);
+      if (compact_is_return(e)) {
+        pop_kind(OpenKind::kPython, ts);
+      } else if (const uint32_t index = compact_index(e); index < compact_symbols.size()) {
+        open(ts, sym(compact_symbols[index]), EventCategory::kPythonFunction, OpenKind::kPython);
       }
       return true;
     };
-    uint64_t seq = d.first_seq;
-    for (const internal::RawEvent& raw : d.events) {
-      const uint64_t this_seq = seq++;
-      if (internal::is_compact_pair(raw.word)) {
-        // first half in `word`, second (if written) in `ticks`
-        if (!compact(raw.word) || (raw.ticks != 0 && !compact(raw.ticks))) break;
-        continue;
+    uint64_t seq = t.first_seq;
+    bool stopped = false;
+    for (const SlotRun& run : t.runs) {
+      for (uint64_t k = 0; k < run.count && !stopped; ++k) {
+        const RawEvent& raw = run.slots[k];
+        const uint64_t this_seq = seq++;
+        if (is_compact_pair(raw.word)) {
+          // first half in `word`, second (if written) in `ticks`
+          if (!compact(raw.word) || (raw.ticks != 0 && !compact(raw.ticks))) stopped = true;
+          continue;
+        }
+        if (raw.ticks > stop_ticks) {  // after the stop: this and later events
+          stopped = true;
+          break;
+        }
+        const int64_t ts = clock.to_ns(raw.ticks);
+        const uint64_t payload = payload_of(raw.word);
+        switch (kind_of(raw.word)) {
+          case EventKind::kRangeBegin:
+          case EventKind::kRangeBeginSide: {
+            uint32_t symbol;
+            uint8_t scope;
+            uint32_t detail = UINT32_MAX;
+            if (kind_of(raw.word) == EventKind::kRangeBegin) {
+              symbol = lookup(part_.keys.static_name, payload & kPointerMask, part_.unknown_range);
+              scope = uint8_t(payload >> 48);
+            } else {
+              if (payload < t.ranges_base || payload - t.ranges_base >= t.ranges.size()) break;
+              const StoredRange& r = t.ranges[payload - t.ranges_base];
+              symbol = sym(r.symbol);
+              scope = r.scope;
+              if (r.detail != UINT32_MAX) detail = ref_.detail_base + r.detail;
+            }
+            auto async = async_ends_.find({t.buffer_index, this_seq});
+            if (async != async_ends_.end()) {
+              Slice s = make(ts, symbol, category_of_scope(scope));
+              s.detail = detail;
+              s.dur_ns = std::max<int64_t>(0, clock.to_ns(async->second) - ts);
+              s.async_end = true;
+              v_.async_slice(s);
+            } else {
+              open(ts, symbol, category_of_scope(scope), OpenKind::kRange, this_seq, detail);
+            }
+            break;
+          }
+          case EventKind::kRangeEnd:
+            for (size_t i = stack_.size(); i-- > 0;) {
+              if (stack_[i].kind == OpenKind::kRange && stack_[i].begin_seq == payload) {
+                close_at(i, ts);
+                break;
+              }
+            }
+            break;
+          case EventKind::kPyCall:
+            open(ts, lookup(part_.keys.python, payload, part_.unknown_python),
+                 EventCategory::kPythonFunction, OpenKind::kPython);
+            break;
+          case EventKind::kBase:
+            base_ticks = raw.ticks;
+            have_base = true;
+            break;
+          case EventKind::kPyReturn:
+            pop_kind(OpenKind::kPython, ts);
+            break;
+          case EventKind::kCCall:
+            open(ts, lookup(part_.keys.c_function, payload, part_.unknown_c),
+                 EventCategory::kCFunction, OpenKind::kC);
+            break;
+          case EventKind::kCReturn:
+            pop_kind(OpenKind::kC, ts);
+            break;
+          case EventKind::kPyAnchor: {
+            // A call at hook depth 0 runs under the pre-existing frame at `payload`: every
+            // pre-existing frame above that one has returned by now.
+            size_t i = stack_.size();
+            while (i-- > 0) {
+              if (stack_[i].initial && stack_[i].frame_address == payload) break;
+            }
+            if (i < stack_.size()) {
+              while (stack_.size() > i + 1 && stack_.back().initial)
+                close_at(stack_.size() - 1, ts);
+            }
+            break;
+          }
+          case EventKind::kPyInitialExit:
+            close_initial_frame(payload, ts);
+            break;
+          case EventKind::kPyExitEarly:
+            exit_early(ts);
+            break;
+          case EventKind::kMark: {
+            if (payload < t.marks_base || payload - t.marks_base >= t.marks.size()) break;
+            Slice s = make(ts, sym(t.marks[payload - t.marks_base]), EventCategory::kMark);
+            s.dur_ns = -1;
+            v_.instant(s);
+            break;
+          }
+          case EventKind::kMemory: {
+            if (payload < t.memory_base || payload - t.memory_base >= t.memory.size()) break;
+            const MemoryRecord& m = t.memory[payload - t.memory_base];
+            v_.memory(MemorySample{ts + ref_.offset_ns, thread_, m.address, m.bytes,
+                                   m.total_allocated, m.total_reserved, m.device});
+            break;
+          }
+          default:
+            break;
+        }
       }
-      if (raw.ticks > raw_.stop_ticks) break;  // after the stop: this and later events
-      const int64_t ts = raw_.clock.to_ns(raw.ticks);
-      const uint64_t payload = internal::payload_of(raw.word);
-      switch (internal::kind_of(raw.word)) {
-        case EventKind::kRangeBegin:
-        case EventKind::kRangeBeginSide: {
-          uint32_t symbol;
-          uint8_t scope;
-          uint32_t detail = UINT32_MAX;
-          if (internal::kind_of(raw.word) == EventKind::kRangeBegin) {
-            symbol = symbol_for_static(payload & internal::kPointerMask);
-            scope = uint8_t(payload >> 48);
-          } else {
-            if (payload < d.details_base || payload - d.details_base >= d.details.size()) break;
-            const internal::RangeDetail& rd = d.details[payload - d.details_base];
-            Symbol s;
-            s.name = rd.name;
-            s.function = rd.name;
-            symbol = out_.intern(std::move(s));
-            scope = rd.scope;
-            if (rd.handle || rd.seq_nr >= 0 || !rd.inputs.empty()) {
-              EventDetail det;
-              det.handle = rd.handle;
-              det.seq_nr = rd.seq_nr;
-              det.inputs = rd.inputs;
-              if (raw_.config.with_flops) det.flops = internal::estimate_flops(rd.name, rd.inputs);
-              out_.details.push_back(std::move(det));
-              detail = uint32_t(out_.details.size() - 1);
-            }
-          }
-          int64_t ev = open_event(ts, symbol, category_of_scope(scope), thread, stack);
-          out_.events[size_t(ev)].detail = detail;
-          auto async = async_ends_.find({t.buffer_index, this_seq});
-          if (async != async_ends_.end()) {
-            TraceEvent& e = out_.events[size_t(ev)];
-            e.dur_ns = std::max<int64_t>(0, raw_.clock.to_ns(async->second) - ts);
-            e.async_end = true;
-          } else {
-            stack.push_back({ev, this_seq, OpenKind::kRange, false, 0});
-          }
-          break;
-        }
-        case EventKind::kRangeEnd:
-          for (size_t i = stack.size(); i-- > 0;) {
-            if (stack[i].kind == OpenKind::kRange && stack[i].begin_seq == payload) {
-              close(stack[i], ts);
-              stack.erase(stack.begin() + long(i));
-              break;
-            }
-          }
-          break;
-        case EventKind::kPyCall:
-          open_python(ts, symbol_for_key(payload, true));
-          break;
-        case EventKind::kBase:
-          base_ticks = raw.ticks;
-          have_base = true;
-          break;
-        case EventKind::kPyReturn:
-          pop_kind(stack, OpenKind::kPython, ts);
-          break;
-        case EventKind::kCCall: {
-          int64_t ev = open_event(ts, symbol_for_key(payload, false), EventCategory::kCFunction,
-                                  thread, stack);
-          stack.push_back({ev, 0, OpenKind::kC, false, 0});
-          break;
-        }
-        case EventKind::kCReturn:
-          pop_kind(stack, OpenKind::kC, ts);
-          break;
-        case EventKind::kPyAnchor: {
-          // A call at hook depth 0 runs under the pre-existing frame at `payload`: every
-          // pre-existing frame above that one has returned by now.
-          size_t i = stack.size();
-          while (i-- > 0) {
-            if (stack[i].initial && stack[i].frame_address == payload) break;
-          }
-          if (i < stack.size()) {
-            while (stack.size() > i + 1 && stack.back().initial) {
-              close(stack.back(), ts);
-              stack.pop_back();
-            }
-          }
-          break;
-        }
-        case EventKind::kPyInitialExit:
-          close_initial_frame(stack, payload, ts);
-          break;
-        case EventKind::kPyExitEarly:
-          exit_early(stack, ts);
-          break;
-        case EventKind::kMark: {
-          if (payload < d.strings_base || payload - d.strings_base >= d.strings.size()) break;
-          Symbol s;
-          s.name = d.strings[payload - d.strings_base];
-          s.function = s.name;
-          int64_t ev =
-              open_event(ts, out_.intern(std::move(s)), EventCategory::kMark, thread, stack);
-          out_.events[size_t(ev)].dur_ns = -1;
-          break;
-        }
-        case EventKind::kMemory: {
-          if (payload < d.memory_base || payload - d.memory_base >= d.memory.size()) break;
-          const internal::MemoryRecord& m = d.memory[payload - d.memory_base];
-          out_.memory.push_back(MemorySample{ts, thread, m.address, m.bytes, m.total_allocated,
-                                             m.total_reserved, m.device});
-          break;
-        }
-        default:
-          break;
-      }
+      if (stopped) break;
     }
-    for (const Open& o : stack) {
-      if (o.event == kGhost) continue;
-      close(o, out_.stop_ns);
-      out_.events[size_t(o.event)].open_at_stop = true;
-    }
+    while (!stack_.empty()) close_at(stack_.size() - 1, stop_ns_, true);
   }
 
-  const RawTrace& raw_;
-  const KeyResolver& resolver_;
-  Trace& out_;
-  std::unordered_map<uint64_t, uint32_t> static_names_, python_keys_, c_keys_;
+  const StoredTrace::PartRef& ref_;
+  const TracePart& part_;
+  TraceVisitor& v_;
+  uint64_t& next_index_;
+  int64_t start_ns_ = 0, stop_ns_ = 0;
+  uint32_t thread_ = 0;
+  std::vector<Open> stack_;
+  size_t ghosts_ = 0;  // ghost entries in stack_
   std::unordered_map<std::pair<uint32_t, uint64_t>, uint64_t, PairHash> async_ends_;
-  std::vector<bool> initial_stack_taken_;  // per raw_.initial_stacks entry
-  static constexpr uint32_t kNoSymbol = UINT32_MAX;
-  std::vector<uint32_t> compact_symbols_;  // symbol by compact index, kNoSymbol until resolved
-  size_t ghosts_ = 0;                      // ghost entries in the current thread's stack
 };
 
 }  // namespace
 
+void replay_part(const StoredTrace::PartRef& ref, TraceVisitor& visitor, uint64_t& next_index) {
+  Replayer(ref, visitor, next_index).run();
+}
+
+}  // namespace internal
+
 Trace replay(const RawTrace& raw, const KeyResolver& resolver) {
-  Trace out;
-  Replayer(raw, resolver, out).run();
-  return out;
+  RawTrace copy = raw;
+  return materialize(StoredTrace::from_raw(std::move(copy), resolver));
 }
 
 }  // namespace framescope

@@ -2,6 +2,8 @@
 // the start, and the moment each of them ends.
 #include "initial_frames.h"
 
+#include "initial_frames_api.h"
+
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -170,6 +172,15 @@ void initial_frames_stop() {
   g_open.clear();
   g_innermost.clear();
   g_watching = false;
+}
+
+void initial_frames_after_fork_child() noexcept {
+  PyThreadState* me = PyThreadState_Get();
+  for (auto it = g_open.begin(); it != g_open.end();)
+    it = it->first == me ? ++it : g_open.erase(it);
+  for (auto it = g_innermost.begin(); it != g_innermost.end();) {
+    it = it->first == me ? ++it : g_innermost.erase(it);
+  }
 }
 
 bool initial_frame_restarted(PyThreadState* ts, const void* frame) {

@@ -8,6 +8,7 @@
 
 #include "frame_hook.h"
 #include "initial_frames.h"
+#include "thread_names.h"
 #include "tracer.h"
 
 namespace framescope::py {
@@ -43,6 +44,9 @@ PyObject* g_saved_threading_start = nullptr;
 PyObject* g_saved_thread_start = nullptr;
 PyObject* g_saved_profile_hook = nullptr;
 
+// Session whose first Python event this thread had (see initial_frame_restarted).
+thread_local uint64_t t_first_event_epoch = 0;
+
 FsFrame* interpreter_frame_of(PyFrameObject* f) {
 #if FS_PY311
   return f->f_frame;
@@ -67,11 +71,21 @@ int profile_callback(PyObject* chained, PyFrameObject* frame, int what, PyObject
 #endif
       if (g_fb.python_frames) {
         FsFrame* f = interpreter_frame_of(frame);
+        if (FRAMESCOPE_UNLIKELY(t_first_event_epoch != g_tracer.epoch)) {
+          t_first_event_epoch = g_tracer.epoch;
+          // A thread stopped between a frame's push and its call event (3.11 with tracing on
+          // checks the eval breaker first) has that frame among those from the start already.
+          if (initial_frame_restarted(PyThreadState_Get(), f)) break;
+        }
         fallback::record_python_call(frame_code(f), f);
       }
       break;
     case PyTrace_RETURN:
       if (g_fb.python_frames) {
+        if (FRAMESCOPE_UNLIKELY(t_first_event_epoch != g_tracer.epoch)) {
+          t_first_event_epoch = g_tracer.epoch;
+          initial_frames_first_event(PyThreadState_Get());
+        }
         fallback::record_python_return();
       } else {
         // Frame-hook backend with C calls: the frames from the start end here (initial_frames.h).
@@ -196,6 +210,8 @@ PyObject* chaining_profile_hook(PyObject* tool_hook, PyObject* const* args, Py_s
     Py_DECREF(chained);
     if (rc < 0) return nullptr;
     g_installed.insert(ts);
+    // Unless thread_entry ran first, _bootstrap_inner ran before our function was there.
+    thread_names_note_current();
   }
   // This event was meant for the tool's hook: let ours record it and pass it on.
   if (nargs == 3 && PyFrame_Check(args[0]) && PyUnicode_Check(args[1])) {

@@ -63,6 +63,27 @@ class ClockConverter {
   /// Ticks per nanosecond measured for this session (1.0 when ticks are nanoseconds).
   double ticks_per_ns() const noexcept { return ticks_per_ns_; }
 
+  /// The calibration as plain values (saved traces keep it); `from_calibration` rebuilds an
+  /// equivalent finished converter. Used by the trace file format.
+  struct Calibration {
+    uint64_t start_ticks = 0;
+    uint64_t start_ns = 0;
+    double ticks_per_ns = 1.0;
+    bool ticks_are_ns = true;
+  };
+  Calibration calibration() const noexcept {
+    return {start_ticks_, start_ns_, ticks_per_ns_, ticks_are_ns_};
+  }
+  static ClockConverter from_calibration(const Calibration& c) noexcept {
+    ClockConverter out;
+    out.start_ticks_ = c.start_ticks;
+    out.start_ns_ = c.start_ns;
+    out.ticks_per_ns_ = c.ticks_per_ns;
+    out.ticks_are_ns_ = c.ticks_are_ns;
+    out.finished_ = true;
+    return out;
+  }
+
  private:
   uint64_t start_ticks_ = 0;
   uint64_t start_ns_ = 0;

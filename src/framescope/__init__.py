@@ -7,11 +7,12 @@ all into one timeline per thread.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from framescope._core import is_enabled, mark, record_function, record_memory
 from framescope import eval_frame
 from framescope.events import Event, EventList, MemoryEvent
-from framescope.profiler import label_calls, profile
+from framescope.profiler import label_calls, load, profile
 
 __all__ = [
     "Event",
@@ -20,6 +21,8 @@ __all__ = [
     "get_include",
     "is_enabled",
     "label_calls",
+    "load",
+    "load_ipython_extension",
     "MemoryEvent",
     "mark",
     "profile",
@@ -32,3 +35,11 @@ __version__ = "0.1.0"
 def get_include() -> str:
     """Directory holding ``framescope/c_api.h`` and the C++ headers, for extension builds."""
     return os.path.join(os.path.dirname(__file__), "include")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext framescope``: adds the ``%%framescope`` / ``%framescope`` magics
+    (see framescope.jupyter)."""
+    from framescope.jupyter import load_ipython_extension as load
+
+    load(ipython)

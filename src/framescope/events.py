@@ -1,30 +1,16 @@
-"""Lazy views of a replayed trace: millions of events without millions of objects up front."""
+"""Views of a stored trace's events: millions of events without millions of objects up front."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Sequence, overload
 
+from framescope._core import Event
+
 if TYPE_CHECKING:
     from framescope._core import Trace
 
-
-@dataclass(frozen=True)
-class Event:
-    """One event: a Python call, a range, a builtin call or a mark (``duration_ns == -1``)."""
-
-    index: int
-    name: str
-    category: str
-    thread: int
-    start_ns: int
-    duration_ns: int
-    parent: int | None
-    depth: int
-
-    @property
-    def end_ns(self) -> int:
-        return self.start_ns + max(self.duration_ns, 0)
+__all__ = ["Event", "EventList", "MemoryEvent"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +27,8 @@ class MemoryEvent:
 
 
 class EventList(Sequence[Event]):
-    """A sequence view over a trace's events; an Event is built only when it is read."""
+    """A sequence view over a trace's events; an Event (a small C++ object) is built only when it
+    is read. Random access uses an index of the trace built on first use (48 bytes per event)."""
 
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
@@ -55,18 +42,19 @@ class EventList(Sequence[Event]):
     def __getitem__(self, i: slice) -> list[Event]: ...
     def __getitem__(self, i: int | slice) -> Event | list[Event]:
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+            start, stop, step = i.indices(len(self))
+            if step == 1:
+                return list(self._trace.iter_events(start, max(start, stop)))
+            return [self[j] for j in range(start, stop, step)]
         n = len(self._trace)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError("event index out of range")
-        name, cat, thread, start, dur, parent, depth, _sym, _c = self._trace.event(i)
-        return Event(i, name, cat, thread, start, dur, None if parent < 0 else parent, depth)
+        return self._trace.event_object(i)
 
     def __iter__(self) -> Iterator[Event]:
-        for i in range(len(self._trace)):
-            yield self[i]
+        return self._trace.iter_events()
 
     def named(self, name: str) -> list[Event]:
         """Events whose name is exactly ``name`` (searched in C++)."""
@@ -75,12 +63,9 @@ class EventList(Sequence[Event]):
     def children(self, parent: Event) -> list[Event]:
         """Direct children of ``parent`` (events are ordered, so this scans only its span)."""
         out: list[Event] = []
-        i = parent.index + 1
-        while i < len(self):
-            e = self[i]
+        for e in self._trace.iter_events(parent.index + 1):
             if e.thread != parent.thread or e.start_ns > parent.end_ns:
                 break
             if e.parent == parent.index:
                 out.append(e)
-            i += 1
         return out

@@ -1,49 +1,81 @@
-"""Exporters written in Python: cProfile-compatible pstats."""
+"""Choosing an export format; every writer is native (cpp/export), this only dispatches."""
 
 from __future__ import annotations
 
-import marshal
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from framescope._core import Trace
 
+#: format name -> default file extension
+EXTENSIONS = {
+    "chrome": ".json",
+    "perfetto": ".pftrace",
+    "pstats": ".prof",
+    "speedscope": ".speedscope.json",
+    "collapsed": ".collapsed",
+    "fstrace": ".fstrace",
+    "html": ".html",
+}
+_ALIASES = {"json": "chrome", "pftrace": "perfetto", "prof": "pstats", "folded": "collapsed"}
+
+
+def format_name(format: str) -> str:
+    """The canonical name of a format (``json`` -> ``chrome``...); ValueError if unknown."""
+    name = _ALIASES.get(format, format)
+    if name not in EXTENSIONS:
+        raise ValueError(
+            f"unknown format {format!r}: expected one of {', '.join(sorted(EXTENSIONS))}"
+        )
+    return name
+
+
+def format_for_path(path: str) -> str:
+    """The format a file name's extension names (a trailing ``.gz`` is ignored)."""
+    p = path[:-3] if path.endswith(".gz") else path
+    for suffix, name in (
+        (".speedscope.json", "speedscope"),
+        (".json", "chrome"),
+        (".pftrace", "perfetto"),
+        (".perfetto-trace", "perfetto"),
+        (".prof", "pstats"),
+        (".pstats", "pstats"),
+        (".collapsed", "collapsed"),
+        (".folded", "collapsed"),
+        (".fstrace", "fstrace"),
+        (".html", "html"),
+    ):
+        if p.endswith(suffix):
+            return name
+    raise ValueError(
+        f"cannot tell the format from {path!r}: use .json, .json.gz, .pftrace, .speedscope.json, "
+        ".collapsed, .prof, .pstats, .fstrace or .html, or give format="
+    )
+
+
+def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None) -> None:
+    """Writes ``trace`` to ``path`` in ``format`` (from the extension when None)."""
+    p = os.fspath(path)
+    if not isinstance(p, str):
+        raise TypeError(f"path must be str or os.PathLike[str], not {type(p).__name__}")
+    if "\0" in p:
+        raise ValueError("path contains a NUL character")
+    name = format_name(format) if format is not None else format_for_path(p)
+    if name == "fstrace":
+        if p.endswith(".gz"):
+            raise ValueError(".fstrace files are not compressed (they are mapped when loaded)")
+        trace.save(p)
+    elif name == "html":  # the report page (framescope.report), written in Python
+        if p.endswith(".gz"):
+            raise ValueError("the HTML report is not compressed (open it in a browser)")
+        from framescope import report
+
+        report.write(report.from_trace(trace, os.path.basename(p)), p)
+    else:
+        trace.export(p, name)
+
 
 def write_pstats(trace: Trace, path: str) -> None:
-    """Writes ``trace`` as a marshalled pstats dict (what ``cProfile`` writes), built from the
-    replayed call tree: primitive/total calls, self and cumulative seconds, and callers."""
-    stats: dict[tuple[str, int, str], list[float]] = {}
-    callers: dict[tuple[str, int, str], dict[tuple[str, int, str], list[float]]] = {}
-    keys: dict[int, tuple[str, int, str]] = {}
-    totals = {name: (calls, total, self_ns) for name, calls, total, self_ns, *_ in trace.stats()}
-
-    def key_of(symbol: int) -> tuple[str, int, str]:
-        k = keys.get(symbol)
-        if k is None:
-            name, file, line, function = trace.symbol(symbol)
-            k = (file, line, function) if file and file != "~" else ("~", 0, name)
-            keys[symbol] = k
-        return k
-
-    n = len(trace)
-    for i in range(n):
-        name, _cat, _thread, _start, dur, parent, _depth, symbol, _c = trace.event(i)
-        if dur < 0:
-            continue
-        k = key_of(symbol)
-        if k not in stats:
-            calls, total, self_ns = totals.get(name, (0, 0, 0))
-            stats[k] = [calls, calls, self_ns / 1e9, total / 1e9]
-        if parent >= 0:
-            pk = key_of(trace.event(parent)[7])
-            c = callers.setdefault(k, {}).setdefault(pk, [0, 0, 0.0, 0.0])
-            c[0] += 1
-            c[1] += 1
-            c[2] += 0.0
-            c[3] += dur / 1e9
-    out = {
-        k: (v[0], v[1], v[2], v[3], {pk: tuple(c) for pk, c in callers.get(k, {}).items()})
-        for k, v in stats.items()
-    }
-    with open(path, "wb") as f:
-        marshal.dump(out, f)
+    """Writes ``trace`` as cProfile's stats (kept for callers of the older helper)."""
+    export_trace(trace, path, "pstats")

@@ -8,12 +8,23 @@ import sys
 import sysconfig
 import threading
 from types import TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from framescope import _core
 from framescope.events import EventList, MemoryEvent
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
+ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof", "speedscope",
+                       "collapsed", "fstrace", "html"]
+
+
+def _fspath(path: str | os.PathLike[str]) -> str:
+    p = os.fspath(path)
+    if not isinstance(p, str):
+        raise TypeError(f"path must be str or os.PathLike[str], not {type(p).__name__}")
+    if "\0" in p:
+        raise ValueError("path contains a NUL character")
+    return p
 
 
 def _prune_prefixes() -> list[str]:
@@ -89,15 +100,41 @@ def _resolve_backend(backend: str) -> tuple[str, str | None]:
     return backend, None
 
 
-def _parse_bytes(limit: int | str) -> int:
+_MIN_MEMORY_LIMIT = 256 << 10  # one event chunk
+_BYTE_UNITS = {
+    "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+}
+_BYTE_FORMS = "an int of bytes or a string such as '512MiB', '1.5GB', '100000000' (units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+
+
+def parse_memory_limit(limit: object) -> int:
+    """Bytes of a ``memory_limit``: an int, or a number with a unit ("1.5GB", "512 MiB").
+
+    Raises TypeError for other types and ValueError, naming the accepted forms, for text that is
+    not such a size or a size below one event chunk (256 KiB)."""
+    if isinstance(limit, bool) or not isinstance(limit, (int, str)):
+        raise TypeError(f"memory_limit must be {_BYTE_FORMS}, not {type(limit).__name__}")
     if isinstance(limit, int):
-        return limit
-    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000, "mb": 10**6, "gb": 10**9}
-    text = limit.strip().lower()
-    for unit, factor in units.items():
-        if text.endswith(unit):
-            return int(float(text[: -len(unit)]) * factor)
-    return int(text)
+        value = limit
+    else:
+        text = limit.strip().lower().replace(" ", "").replace("_", "")
+        number, unit = text, "b"
+        for suffix in sorted(_BYTE_UNITS, key=len, reverse=True):
+            if text.endswith(suffix) and text[: -len(suffix)]:
+                number, unit = text[: -len(suffix)], suffix
+                break
+        try:
+            amount = float(number) if any(c in number for c in ".e") else int(number)
+            value = int(amount * _BYTE_UNITS[unit])
+        except (ValueError, OverflowError):
+            raise ValueError(f"memory_limit {limit!r} is not a size: give {_BYTE_FORMS}") from None
+    if value < _MIN_MEMORY_LIMIT:
+        raise ValueError(f"memory_limit must be at least 256KiB (one event chunk), not {limit!r}")
+    if value >= 1 << 63:
+        raise ValueError(f"memory_limit {limit!r} is too large")
+    return value
 
 
 def _label_torch_modules() -> None:
@@ -141,6 +178,10 @@ class profile:
             (3.12+) or ``"setprofile"`` (3.10/3.11).
         memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
+        torch_ops: also record torch's operators (``aten::...``), autograd nodes and
+            ``torch.profiler.record_function`` ranges through torch's RecordFunction
+            observers, with input shapes when ``record_shapes``; RuntimeError when torch is
+            missing or unsupported (see ``framescope.torch_ops``).
     """
 
     def __init__(
@@ -154,6 +195,7 @@ class profile:
         backend: Backend = "auto",
         memory_limit: int | str = "1GiB",
         on_limit: Literal["stop", "keep_newest"] = "stop",
+        torch_ops: bool = False,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
@@ -167,15 +209,50 @@ class profile:
         self._requested_backend = _check_backend(backend) if with_stack else "none"
         self._backend = self._requested_backend
         self._start_warnings: list[str] = []
-        self._memory_limit = _parse_bytes(memory_limit)
-        if self._memory_limit <= 0:
-            raise ValueError("memory_limit must be positive")
+        self._memory_limit = parse_memory_limit(memory_limit)
         self._keep_newest = on_limit == "keep_newest"
+        self.torch_ops = torch_ops
+        if torch_ops:
+            from framescope import torch_ops as _torch_ops
+
+            _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
         self._trace: _core.Trace | None = None
         self._running = False
 
     # -- session -------------------------------------------------------------------------------
-    def start(self) -> profile:
+    # start, stop, __enter__ and __exit__ are C functions (framescope._core), so that a
+    # KeyboardInterrupt, which lands between bytecodes, finds the session and this object
+    # consistent: they run no bytecode between the core's start or stop and the profile's
+    # bookkeeping (`_running`, `_trace`, set in the same C call). A `with` block is entered with
+    # the session running, or raises with nothing running; an interrupt that cuts stop() short
+    # leaves the session running and stop() working; a stopped trace is always stored. The
+    # Python parts run where an interrupt changes nothing: _start_arguments() before the start,
+    # _after_stop() once the trace is stored.
+    if TYPE_CHECKING:
+
+        def start(self) -> profile:
+            """Starts recording; returns the profile."""
+
+        def stop(self) -> profile:
+            """Stops recording and replays the trace (``prof.trace``); returns the profile."""
+
+        def __enter__(self) -> profile: ...
+
+        def __exit__(
+            self,
+            exc_type: type[BaseException] | None,
+            exc: BaseException | None,
+            tb: TracebackType | None,
+        ) -> None: ...
+
+    else:
+        start = _core._profile_start
+        stop = _core._profile_stop
+        __enter__ = _core._profile_enter
+        __exit__ = _core._profile_exit
+
+    def _start_arguments(self) -> dict[str, Any]:
+        """What _core._start needs, worked out before anything starts."""
         if self._running:
             raise RuntimeError("this profile is already running")
         self._start_warnings = []
@@ -184,44 +261,27 @@ class profile:
             self._backend, why = _resolve_backend(self._requested_backend)
             if why:
                 self._start_warnings.append(why)
-        _core._start(
-            record_shapes=self.record_shapes,
-            profile_memory=self.profile_memory,
-            with_flops=self.with_flops,
-            backend=self._backend,
-            c_calls=self.c_calls,
-            prune_prefixes=_prune_prefixes(),
-            native_ids=_native_thread_ids() if self.with_stack else None,
-            memory_limit=self._memory_limit,
-            keep_newest=self._keep_newest,
+        return {
+            "record_shapes": self.record_shapes,
+            "profile_memory": self.profile_memory,
+            "with_flops": self.with_flops,
+            "backend": self._backend,
+            "c_calls": self.c_calls,
+            "prune_prefixes": _prune_prefixes(),
+            "native_ids": _native_thread_ids() if self.with_stack else None,
             # The frame hook does not see framescope's own start frames return: leave them out.
-            skip_frames_prefix=_PACKAGE_DIR if self._backend == "frame_hook" else "",
-        )
-        self._running = True
-        return self
+            "skip_frames_prefix": _PACKAGE_DIR if self._backend == "frame_hook" else "",
+            "memory_limit": self._memory_limit,
+            "keep_newest": self._keep_newest,
+            "torch_ops": self.torch_ops,  # attached in __init__; enabled with the session
+        }
 
-    def stop(self) -> profile:
-        if not self._running:
-            raise RuntimeError("this profile is not running")
-        # By native id: pthread ids are reused by threads started after others exited.
-        native = _native_thread_ids()
-        names = [(native[t.ident], t.name) for t in threading.enumerate() if t.ident in native]
-        self._running = False
-        self._trace = _core._stop(names)
+    def _after_stop(self) -> None:
         for warning in self.warnings:
-            print(warning, file=sys.stderr)
-        return self
-
-    def __enter__(self) -> profile:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+            try:
+                print(warning, file=sys.stderr)
+            except (OSError, ValueError, AttributeError):  # stderr closed or gone
+                break
 
     # -- results -------------------------------------------------------------------------------
     @property
@@ -251,14 +311,46 @@ class profile:
         return [MemoryEvent(*m) for m in self.trace.memory]
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
-        """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing)."""
-        self.trace.export_chrome_trace(os.fspath(path))
+        """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing);
+        gzip-compressed when ``path`` ends with ``.gz``."""
+        self.export(path, format="chrome")
 
     def export_pstats(self, path: str | os.PathLike[str]) -> None:
         """Writes a cProfile-compatible stats file (``pstats.Stats(path)`` loads it)."""
-        from framescope.export import write_pstats
+        self.export(path, format="pstats")
 
-        write_pstats(self.trace, os.fspath(path))
+    def export(self, path: str | os.PathLike[str], format: ExportFormat | str | None = None) -> None:
+        """Writes the trace to ``path``, in ``format`` or else the one its extension names:
+        ``.json`` (Chrome JSON), ``.pftrace`` (Perfetto protobuf), ``.speedscope.json``,
+        ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
+        (framescope's own, as ``save()``), ``.html`` (the report page: a flame graph per thread
+        and a summary table, framescope.report); ``.gz`` after a text format compresses it.
+
+        The file is replaced atomically (a failed write leaves an older one intact). Exports
+        longer than about a second show progress on stderr when it is a terminal.
+
+        Raises:
+            ValueError: unknown format or extension, or a path with a NUL character.
+            OSError: the file cannot be written (with errno and filename).
+        """
+        from framescope.export import export_trace
+
+        export_trace(self.trace, path, format)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Writes the trace in framescope's own form (``.fstrace``: the ``serialize()`` bytes),
+        which ``framescope.load(path)`` reads back and ``framescope convert`` turns into any
+        format."""
+        self.trace.save(_fspath(path))
+
+    def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
+        """Writes a self-contained HTML report: a flame graph per thread and a summary table
+        (``max_nodes`` bounds the call paths kept; see framescope.report)."""
+        from framescope import report
+
+        p = _fspath(path)
+        data = report.from_trace(self.trace, os.path.basename(p))
+        report.write(data, p, max_nodes=max_nodes or report.DEFAULT_MAX_NODES)
 
     def stats(self) -> list[tuple[str, int, int, int]]:
         """(name, calls, total ns, self ns) per function or range, by self time."""
@@ -271,13 +363,33 @@ class profile:
         return summary_table(self.trace, limit=limit, sort_by=sort_by)
 
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:
-        """Adds the events of another trace (e.g. another process's, as ``serialize()`` bytes)."""
+        """Adds the events of another trace (e.g. another process's, as ``serialize()`` bytes).
+
+        Safe to call while other threads export or iterate this trace: they keep reading the
+        trace as it was. Raises ValueError for bytes that are not a valid serialized trace."""
         if isinstance(other, profile):
             other = other.trace
-        elif isinstance(other, (bytes, bytearray)):
+        elif isinstance(other, (bytes, bytearray, memoryview)):
             other = _core.Trace.deserialize(bytes(other))
+        elif not isinstance(other, _core.Trace):
+            raise TypeError(f"merge() takes a profile, a Trace or bytes, not {type(other).__name__}")
         self.trace.merge(other, offset_ns)
 
     def serialize(self) -> bytes:
         """The trace in framescope's compact binary form (for merge() in another process)."""
         return self.trace.serialize()
+
+
+def load(path: str | os.PathLike[str]) -> profile:
+    """Reads a trace written by ``profile.save()`` (or streamed with ``stream_to=``) and returns
+    a stopped ``profile`` holding it: ``events()``, ``summary()``, ``export()`` work as after a
+    session. The file is mapped, not read into memory.
+
+    Raises:
+        ValueError: the file is not a complete framescope trace.
+        OSError: the file cannot be opened.
+    """
+    prof = profile()
+    prof._trace = _core.Trace.load(_fspath(path))
+    prof._backend = prof._trace.backend
+    return prof

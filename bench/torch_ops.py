@@ -1,0 +1,176 @@
+"""Overhead of recording torch operators: framescope (torch_ops=True, with and without Python
+frames and shapes) beside torch.profiler (CPU ops, with_stack=True, record_shapes), on the same
+models in one process, as ratios to the untraced run. Writes bench/results/torch_ops.json.
+
+Configurations are measured round-robin (one repetition of each per round, best of the rounds),
+so that drift on a shared machine affects all of them alike. Needs torch (3.11: torch==2.13.0).
+
+    python bench/torch_ops.py [--rounds 7] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from typing import Any, Callable
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(BENCH_DIR, "results", "torch_ops.json")
+
+
+def make_workloads(torch: Any) -> dict[str, Callable[[], None]]:
+    """Training steps of two small CPU models: op-bound (tiny tensors, the profilers' worst case)
+    and compute-bound (larger matmuls)."""
+
+    class MLP(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self, width: int, depth: int) -> None:
+            super().__init__()
+            layers: list[Any] = []
+            for _ in range(depth):
+                layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+            self.body = torch.nn.Sequential(*layers)
+            self.head = torch.nn.Linear(width, 10)
+
+        def forward(self, x: Any) -> Any:
+            return self.head(self.body(x))
+
+    def trainer(width: int, depth: int, batch: int, steps: int) -> Callable[[], None]:
+        torch.manual_seed(0)
+        model = MLP(width, depth)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(batch, width)
+        y = torch.randint(0, 10, (batch,))
+        loss_fn = torch.nn.CrossEntropyLoss()
+
+        def run() -> None:
+            for _ in range(steps):
+                opt.zero_grad()
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+
+        return run
+
+    return {
+        "mlp_small": trainer(width=16, depth=4, batch=8, steps=60),
+        "mlp_large": trainer(width=512, depth=4, batch=256, steps=6),
+    }
+
+
+def configs(torch: Any) -> dict[str, Callable[[], Any]]:
+    """Each returns a context manager that records while the workload runs (None: untraced)."""
+    import contextlib
+
+    import framescope
+    from torch.profiler import ProfilerActivity, profile
+
+    cpu = [ProfilerActivity.CPU]
+    return {
+        "untraced": contextlib.nullcontext,
+        "framescope_ops": lambda: framescope.profile(with_stack=False, torch_ops=True),
+        "framescope_stack_ops": lambda: framescope.profile(torch_ops=True),
+        "framescope_stack_ops_shapes": lambda: framescope.profile(torch_ops=True,
+                                                                  record_shapes=True),
+        "torch_profiler_ops": lambda: profile(activities=cpu),
+        "torch_profiler_with_stack": lambda: profile(activities=cpu, with_stack=True),
+        "torch_profiler_with_stack_shapes": lambda: profile(activities=cpu, with_stack=True,
+                                                            record_shapes=True),
+    }
+
+
+def op_count(torch: Any, run: Callable[[], None]) -> int:
+    import framescope
+
+    with framescope.profile(with_stack=False, torch_ops=True) as prof:
+        run()
+    return sum(1 for e in prof.events() if e.category in ("cpu_op", "user_annotation"))
+
+
+def measure(rounds: int, quick: bool) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)
+    workloads = make_workloads(torch)
+    cfgs = configs(torch)
+    results: dict[str, Any] = {}
+    for wname, run in workloads.items():
+        run()  # warm up (first calls allocate, import lazily)
+        ops = op_count(torch, run)
+        best: dict[str, float] = {}
+        for _ in range(rounds):
+            for cname, make in cfgs.items():
+                t0 = time.process_time()
+                with make():  # recording starts before and stops after (stop cost included)
+                    t1 = time.process_time()
+                    run()
+                    t2 = time.process_time()
+                t3 = time.process_time()
+                run_s, total_s = t2 - t1, t3 - t0
+                prev = best.get(cname)
+                if prev is None or run_s < prev:
+                    best[cname] = run_s
+                    best[cname + "@total"] = total_s
+        base = best["untraced"]
+        rows = {}
+        for cname in cfgs:
+            rows[cname] = {
+                "seconds": best[cname],
+                "ratio": best[cname] / base,
+                "ratio_with_start_stop": best[cname + "@total"] / best["untraced@total"],
+                "ns_per_op_added": (best[cname] - base) / max(ops, 1) * 1e9,
+            }
+        results[wname] = {"ops_per_run": ops, "configs": rows}
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="3 rounds")
+    ap.add_argument("--output", default=RESULTS)
+    args = ap.parse_args()
+    rounds = 3 if args.quick else args.rounds
+    try:
+        import torch
+    except ImportError:
+        print("bench/torch_ops.py needs torch (pip install torch==2.13.0 on 3.11)",
+              file=sys.stderr)
+        return 2
+    load = os.getloadavg()
+    results = measure(rounds, args.quick)
+    load_end = os.getloadavg()
+    print(f"torch {torch.__version__}, Python {platform.python_version()}, "
+          f"best of {rounds} rounds of process CPU time, 1 intra-op thread, load {load[0]:.2f} -> {load_end[0]:.2f}")
+    for wname, r in results.items():
+        print(f"\n{wname}: {r['ops_per_run']} recorded ops per run")
+        print(f"  {'config':34} {'ratio':>7} {'w/ start+stop':>14} {'ns/op added':>12}")
+        for cname, row in r["configs"].items():
+            print(f"  {cname:34} {row['ratio']:7.2f} {row['ratio_with_start_stop']:14.2f} "
+                  f"{row['ns_per_op_added']:12.0f}")
+    doc = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "rounds": rounds,
+        "loadavg": [load[0], load_end[0]],
+        "note": "ratio = run time while recording / untraced run time, best of rounds, in one "
+                "process; ratio_with_start_stop includes starting and stopping the recorder "
+                "(framescope's replay, torch's post-processing)",
+        "results": results,
+    }
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    with open(args.output, "w") as f:
+        json.dump(doc, f, indent=2)
+    print(f"\nwritten to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,348 @@
+// cpp/core/stored_trace.cpp: StoredTrace tables and merging; materializing and visiting traces.
+#include "framescope/stored_trace.h"
+
+#include <algorithm>
+
+#include "session_impl.h"
+#include "trace_part.h"
+
+namespace framescope {
+
+namespace internal {
+std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolver,
+                                      const std::vector<std::pair<uint64_t, std::string>>& names);
+}  // namespace internal
+
+StoredTrace::StoredTrace() = default;
+StoredTrace::~StoredTrace() = default;
+
+StoredTrace::StoredTrace(const StoredTrace& o)
+    : parts_(o.parts_),
+      symbols_(o.symbols_),
+      symbol_index_(o.symbol_index_),
+      threads_(o.threads_),
+      details_(o.details_),
+      warnings_(o.warnings_),
+      start_ns_(o.start_ns_),
+      stop_ns_(o.stop_ns_),
+      dropped_(o.dropped_),
+      recorded_(o.recorded_),
+      event_count_(o.event_count_.load()) {}
+
+StoredTrace& StoredTrace::operator=(const StoredTrace& o) {
+  if (this != &o) {
+    StoredTrace copy(o);
+    parts_ = std::move(copy.parts_);
+    symbols_ = std::move(copy.symbols_);
+    symbol_index_ = std::move(copy.symbol_index_);
+    threads_ = std::move(copy.threads_);
+    details_ = std::move(copy.details_);
+    warnings_ = std::move(copy.warnings_);
+    start_ns_ = copy.start_ns_;
+    stop_ns_ = copy.stop_ns_;
+    dropped_ = copy.dropped_;
+    recorded_ = copy.recorded_;
+    event_count_.store(copy.event_count_.load());
+  }
+  return *this;
+}
+
+StoredTrace StoredTrace::from_raw(RawTrace&& raw, const KeyResolver& resolver,
+                                  const std::vector<std::pair<uint64_t, std::string>>& names) {
+  StoredTrace t;
+  t.add_part(internal::build_part(std::move(raw), resolver, names), 0);
+  return t;
+}
+
+uint32_t StoredTrace::intern(const Symbol& s) {
+  auto it = symbol_index_.find(s.name);
+  if (it != symbol_index_.end()) return it->second;
+  const uint32_t id = uint32_t(symbols_.size());
+  symbol_index_.emplace(s.name, id);
+  symbols_.push_back(s);
+  return id;
+}
+
+void StoredTrace::add_part(std::shared_ptr<const internal::TracePart> part, int64_t offset_ns) {
+  const bool was_empty = parts_.empty();
+  PartRef ref;
+  ref.offset_ns = offset_ns;
+  ref.thread_base = uint32_t(threads_.size());
+  ref.detail_base = uint32_t(details_.size());
+  ref.symbol_map.reserve(part->symbols.size());
+  for (const Symbol& s : part->symbols) ref.symbol_map.push_back(intern(s));
+  for (const internal::PartThread& t : part->threads) threads_.push_back(t.info);
+  details_.insert(details_.end(), part->details.begin(), part->details.end());
+  warnings_.insert(warnings_.end(), part->warnings.begin(), part->warnings.end());
+  const int64_t start = part->start_ns() + offset_ns;
+  const int64_t stop = part->stop_ns() + offset_ns;
+  start_ns_ = was_empty ? start : std::min(start_ns_, start);
+  stop_ns_ = was_empty ? stop : std::max(stop_ns_, stop);
+  dropped_ += part->dropped_events;
+  recorded_ += part->recorded_events;
+  ref.part = std::move(part);
+  parts_.push_back(std::move(ref));
+  event_count_.store(-1);
+}
+
+StoredTrace StoredTrace::merged(const StoredTrace& other, int64_t offset_ns) const {
+  StoredTrace out(*this);
+  for (const PartRef& ref : other.parts_) out.add_part(ref.part, ref.offset_ns + offset_ns);
+  return out;
+}
+
+namespace {
+struct CountingVisitor final : TraceVisitor {
+  uint64_t n = 0;
+  void slice_begin(const Slice&) override { ++n; }
+  void instant(const Slice&) override { ++n; }
+  void async_slice(const Slice&) override { ++n; }
+};
+struct MemoryCollector final : TraceVisitor {
+  std::vector<MemorySample> out;
+  void memory(const MemorySample& m) override { out.push_back(m); }
+};
+}  // namespace
+
+uint64_t StoredTrace::event_count() const {
+  int64_t n = event_count_.load();
+  if (n >= 0) return uint64_t(n);
+  CountingVisitor c;
+  visit(c);
+  event_count_.store(int64_t(c.n));
+  return c.n;
+}
+
+TraceView StoredTrace::view() const noexcept {
+  return TraceView{symbols_, threads_, details_, warnings_, start_ns_, stop_ns_, dropped_, recorded_};
+}
+
+void StoredTrace::visit(TraceVisitor& visitor) const {
+  const TraceView tables = view();  // must outlive the visit: visitors keep a pointer to it
+  visitor.begin_trace(tables);
+  uint64_t next_index = 0;
+  for (const PartRef& ref : parts_) internal::replay_part(ref, visitor, next_index);
+  visitor.end_trace();
+}
+
+uint64_t StoredTrace::slot_bytes() const noexcept {
+  uint64_t n = 0;
+  for (const PartRef& ref : parts_) {
+    for (const internal::PartThread& t : ref.part->threads) {
+      for (const internal::SlotRun& r : t.runs) n += r.count * sizeof(internal::RawEvent);
+    }
+  }
+  return n;
+}
+
+std::vector<MemorySample> StoredTrace::memory_samples() const {
+  MemoryCollector c;
+  visit(c);
+  return std::move(c.out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A materialized Trace as a source, and back.
+
+int64_t MaterializedSource::time_base_ns() const {
+  int64_t base = trace_.start_ns;
+  for (const TraceEvent& e : trace_.events) base = std::min(base, e.start_ns);
+  for (const MemorySample& m : trace_.memory) base = std::min(base, m.time_ns);
+  return base;
+}
+
+void MaterializedSource::visit(TraceVisitor& v) const {
+  const Trace& t = trace_;
+  const TraceView tables{t.symbols,  t.threads, t.details,        t.warnings,
+                        t.start_ns, t.stop_ns, t.dropped_events, t.recorded_events};
+  v.begin_trace(tables);
+  std::vector<Slice> stack;
+  uint32_t thread = UINT32_MAX;
+  auto end_top = [&]() {
+    v.slice_end(stack.back());
+    stack.pop_back();
+  };
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    const TraceEvent& e = t.events[i];
+    // Hand-made traces may refer past their tables: such events are not reported.
+    if (e.symbol >= t.symbols.size() || e.thread >= t.threads.size()) continue;
+    if (e.thread != thread) {
+      while (!stack.empty()) end_top();
+      if (thread != UINT32_MAX) v.end_thread(thread);
+      thread = e.thread;
+      v.begin_thread(thread);
+    }
+    while (!stack.empty() && int64_t(stack.back().index) != e.parent) end_top();
+    Slice s;
+    s.index = i;
+    s.parent = e.parent;
+    s.start_ns = e.start_ns;
+    s.dur_ns = e.dur_ns;
+    s.thread = e.thread;
+    s.symbol = e.symbol;
+    s.depth = e.depth;
+    s.detail = e.detail < t.details.size() ? e.detail : UINT32_MAX;
+    s.category = e.category;
+    s.async_end = e.async_end;
+    s.open_at_stop = e.open_at_stop;
+    if (e.dur_ns < 0) {
+      v.instant(s);
+    } else if (e.async_end) {
+      v.async_slice(s);
+    } else {
+      Slice begin = s;
+      begin.dur_ns = 0;
+      begin.open_at_stop = false;
+      v.slice_begin(begin);
+      stack.push_back(s);
+    }
+  }
+  while (!stack.empty()) end_top();
+  if (thread != UINT32_MAX) v.end_thread(thread);
+  for (const MemorySample& m : t.memory) {
+    if (m.thread < t.threads.size()) v.memory(m);
+  }
+  v.end_trace();
+}
+
+namespace {
+
+class TraceBuilder final : public TraceVisitor {
+ public:
+  TraceBuilder(Trace& out, uint64_t count) : out_(out), count_(count) {}
+  void begin_trace(const TraceView& view) override {
+    for (const Symbol& s : view.symbols) out_.intern(s);
+    out_.threads = view.threads;
+    out_.details = view.details;
+    out_.warnings = view.warnings;
+    out_.start_ns = view.start_ns;
+    out_.stop_ns = view.stop_ns;
+    out_.dropped_events = view.dropped_events;
+    out_.recorded_events = view.recorded_events;
+    out_.events.reserve(size_t(count_));  // exact: no copies of a growing array
+  }
+  void slice_begin(const Slice& s) override { add(s); }
+  void slice_end(const Slice& s) override {
+    if (s.index < out_.events.size()) {
+      TraceEvent& e = out_.events[size_t(s.index)];
+      e.dur_ns = s.dur_ns;
+      e.open_at_stop = s.open_at_stop;
+    }
+  }
+  void instant(const Slice& s) override { add(s); }
+  void async_slice(const Slice& s) override { add(s); }
+  void memory(const MemorySample& m) override { out_.memory.push_back(m); }
+
+ private:
+  void add(const Slice& s) {
+    TraceEvent e;
+    e.start_ns = s.start_ns;
+    e.dur_ns = s.dur_ns;
+    e.parent = s.parent;
+    e.symbol = s.symbol;
+    e.thread = s.thread;
+    e.depth = s.depth;
+    e.detail = s.detail;
+    e.category = s.category;
+    e.async_end = s.async_end;
+    e.open_at_stop = s.open_at_stop;
+    out_.events.push_back(e);
+  }
+  Trace& out_;
+  uint64_t count_;
+};
+
+// Saturating arithmetic: stats over hand-made or loaded traces must not overflow.
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
+// Trace::stats()'s meaning over a replay: self time is the duration less the direct children's;
+// inclusive time counts a symbol only where no enclosing open event has the same symbol.
+class StatsVisitor final : public TraceVisitor {
+ public:
+  explicit StatsVisitor(size_t symbols) : by_symbol_(symbols), active_(symbols, 0) {
+    for (size_t i = 0; i < symbols; ++i) by_symbol_[i].symbol = uint32_t(i);
+  }
+  void begin_thread(uint32_t) override { stack_.clear(); }
+  void slice_begin(const Slice& s) override {
+    if (s.symbol >= by_symbol_.size()) return;
+    Entry e{s.index, s.symbol, parent_symbol(), 0, active_[s.symbol] == 0};
+    ++active_[s.symbol];
+    stack_.push_back(e);
+  }
+  void slice_end(const Slice& s) override {
+    size_t i = stack_.size();
+    while (i-- > 0) {
+      if (stack_[i].index == s.index) break;
+    }
+    if (i >= stack_.size()) return;
+    const Entry e = stack_[i];
+    stack_.erase(stack_.begin() + long(i));
+    --active_[e.symbol];
+    finish(e, s.dur_ns, s.parent);
+  }
+  void async_slice(const Slice& s) override {
+    if (s.symbol >= by_symbol_.size()) return;
+    finish(Entry{s.index, s.symbol, parent_symbol(), 0, active_[s.symbol] == 0}, s.dur_ns,
+           s.parent);
+  }
+  std::vector<SymbolStats> result() {
+    std::vector<SymbolStats> out;
+    for (const SymbolStats& s : by_symbol_) {
+      if (s.calls) out.push_back(s);
+    }
+    std::sort(out.begin(), out.end(),
+              [](const SymbolStats& a, const SymbolStats& b) { return a.self_ns > b.self_ns; });
+    return out;
+  }
+
+ private:
+  struct Entry {
+    uint64_t index;
+    uint32_t symbol;
+    uint32_t parent_symbol;  // UINT32_MAX at the root
+    int64_t child_ns;
+    bool outermost;
+  };
+  uint32_t parent_symbol() const { return stack_.empty() ? UINT32_MAX : stack_.back().symbol; }
+  void finish(const Entry& e, int64_t dur, int64_t parent) {
+    SymbolStats& st = by_symbol_[e.symbol];
+    st.calls += 1;
+    st.self_ns = sat_add(st.self_ns, sat_add(dur, -e.child_ns));
+    if (e.outermost) st.total_ns = sat_add(st.total_ns, dur);
+    if (parent < 0) return;
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (int64_t(stack_[i].index) == parent) {
+        stack_[i].child_ns = sat_add(stack_[i].child_ns, dur);
+        return;
+      }
+    }
+    // The parent ended first (a range that outlived the frame it started in).
+    if (e.parent_symbol < by_symbol_.size()) {
+      by_symbol_[e.parent_symbol].self_ns = sat_add(by_symbol_[e.parent_symbol].self_ns, -dur);
+    }
+  }
+  std::vector<SymbolStats> by_symbol_;
+  std::vector<uint32_t> active_;
+  std::vector<Entry> stack_;
+};
+
+}  // namespace
+
+Trace materialize(const TraceSource& source) {
+  Trace out;
+  TraceBuilder b(out, source.event_count());
+  source.visit(b);
+  return out;
+}
+
+std::vector<SymbolStats> compute_stats(const TraceSource& source, size_t symbol_count) {
+  StatsVisitor v(symbol_count);
+  source.visit(v);
+  return v.result();
+}
+
+}  // namespace framescope

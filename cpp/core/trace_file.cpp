@@ -1,0 +1,574 @@
+// cpp/core/trace_file.cpp: the .fstrace format: StoredTrace serialize/deserialize, mapped load.
+//
+// File layout (little-endian):
+//   "FSTRACE2" u32 version=2 u32 0                                     16 bytes
+//   records: u32 type | u32 aux | u64 payload length | payload | zero padding to 16 bytes
+//     kPart    (1): a part starts: time offset, clock calibration, start/stop ticks
+//     kChunk   (2): aux = thread buffer index; u64 first seq, u64 slot count, slots (16 B each)
+//     kTables  (3): the part's tables (symbols, key tables, threads, details...); ends the part
+// Slot payloads start 16-byte aligned in the file, so a mapped file is replayed in place.
+// Chunks of a part come before its tables, in any order between threads but in sequence within
+// one: that is what lets a running session append chunks as they fill (streaming capture) and
+// write the tables only at stop.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "framescope/stored_trace.h"
+#include "trace_file.h"
+#include "trace_part.h"
+
+namespace framescope {
+
+namespace internal {
+
+namespace {
+
+constexpr char kMagic[8] = {'F', 'S', 'T', 'R', 'A', 'C', 'E', '2'};
+constexpr uint32_t kVersion = 2;
+constexpr int64_t kMaxTime = int64_t(1) << 61;
+bool valid_time(int64_t t) { return t > -kMaxTime && t < kMaxTime; }
+
+[[noreturn]] void fail(const char* what) {
+  throw TraceFormatError(std::string("framescope: malformed trace file: ") + what);
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <class T>
+  T pod() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, in_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string str() {
+    const uint64_t n = pod<uint64_t>();
+    need(n);
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  uint64_t count(size_t min_item_bytes) {
+    const uint64_t n = pod<uint64_t>();
+    if (n > (in_.size() - pos_) / std::max<size_t>(1, min_item_bytes)) fail("count past the end");
+    return n;
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  void need(uint64_t n) {
+    if (n > in_.size() - pos_) fail("truncated");
+  }
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+void write_input(BlockWriter& w, const RangeInput& in) {
+  w.pod<uint8_t>(uint8_t(in.kind));
+  w.pod<int64_t>(in.int_value);
+  w.pod<double>(in.double_value);
+  w.str(in.text);
+  w.pod<uint64_t>(in.shape.size());
+  for (int64_t d : in.shape) w.pod<int64_t>(d);
+}
+
+RangeInput read_input(Reader& r) {
+  RangeInput in;
+  const uint8_t k = r.pod<uint8_t>();
+  if (k > uint8_t(RangeInput::Kind::kShape)) fail("input kind");
+  in.kind = RangeInput::Kind(k);
+  in.int_value = r.pod<int64_t>();
+  in.double_value = r.pod<double>();
+  in.text = r.str();
+  const uint64_t n = r.count(8);
+  for (uint64_t i = 0; i < n; ++i) in.shape.push_back(r.pod<int64_t>());
+  return in;
+}
+
+template <class Map>
+void write_map(BlockWriter& w, const Map& m) {
+  w.pod<uint64_t>(m.size());
+  for (const auto& [k, v] : m) {
+    w.pod<uint64_t>(k);
+    w.pod<uint32_t>(v);
+  }
+}
+
+void read_map(Reader& r, std::unordered_map<uint64_t, uint32_t>& m, size_t symbols) {
+  const uint64_t n = r.count(12);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t k = r.pod<uint64_t>();
+    const uint32_t v = r.pod<uint32_t>();
+    if (v >= symbols) fail("symbol reference");
+    m[k] = v;
+  }
+}
+
+}  // namespace
+
+void BlockWriter::flush() {
+  if (!buf_.empty() && &out_ != &null_) {
+    out_.write(buf_.data(), buf_.size());
+    buf_.clear();
+  }
+}
+
+void BlockWriter::record(RecordType type, uint32_t aux, std::string_view payload) {
+  begin_record(type, aux, payload.size());
+  raw(payload.data(), payload.size());
+  end_record(payload.size());
+}
+
+void BlockWriter::begin_record(RecordType type, uint32_t aux, uint64_t length) {
+  pod<uint32_t>(uint32_t(type));
+  pod<uint32_t>(aux);
+  pod<uint64_t>(length);
+}
+
+void BlockWriter::end_record(uint64_t length) {
+  static const char kZeros[16] = {};
+  if (length % 16) raw(kZeros, 16 - length % 16);
+}
+
+void BlockWriter::raw(const char* data, size_t n) {
+  if (&out_ == &null_) {  // no sink: everything stays in the buffer
+    buf_.append(data, n);
+    return;
+  }
+  if (n >= (1u << 16)) {
+    flush();
+    out_.write(data, n);
+  } else {
+    buf_.append(data, n);
+    if (buf_.size() >= (1u << 20)) flush();
+  }
+}
+
+void write_file_header(BlockWriter& w) {
+  w.raw(kMagic, sizeof kMagic);
+  w.pod<uint32_t>(kVersion);
+  w.pod<uint32_t>(0);
+}
+
+void write_part_header(BlockWriter& w, const TracePart& part, int64_t offset_ns) {
+  BlockWriter p;
+  p.pod<int64_t>(offset_ns);
+  const ClockConverter::Calibration c = part.clock.calibration();
+  p.pod<uint64_t>(c.start_ticks);
+  p.pod<uint64_t>(c.start_ns);
+  p.pod<double>(c.ticks_per_ns);
+  p.pod<uint32_t>(c.ticks_are_ns ? 1 : 0);
+  p.pod<uint32_t>(part.with_flops ? 1 : 0);
+  p.pod<uint64_t>(part.start_ticks);
+  p.pod<uint64_t>(part.stop_ticks);
+  w.record(RecordType::kPart, 0, p.buffer());
+}
+
+void write_chunk(BlockWriter& w, uint32_t buffer_index, uint64_t first_seq, const RawEvent* slots,
+                 uint64_t count) {
+  const uint64_t length = 16 + count * sizeof(RawEvent);
+  w.begin_record(RecordType::kChunk, buffer_index, length);
+  w.pod<uint64_t>(first_seq);
+  w.pod<uint64_t>(count);
+  w.raw(reinterpret_cast<const char*>(slots), count * sizeof(RawEvent));
+  w.end_record(length);
+}
+
+void write_part_tables(BlockWriter& w, const TracePart& part) {
+  BlockWriter t;
+  t.pod<uint64_t>(part.symbols.size());
+  for (const Symbol& s : part.symbols) {
+    t.str(s.name);
+    t.str(s.file);
+    t.pod<int32_t>(s.line);
+    t.str(s.function);
+  }
+  t.pod<uint32_t>(part.unknown_python);
+  t.pod<uint32_t>(part.unknown_c);
+  t.pod<uint32_t>(part.unknown_range);
+  t.pod<uint64_t>(part.keys.compact.size());
+  for (uint32_t s : part.keys.compact) t.pod<uint32_t>(s);
+  write_map(t, part.keys.python);
+  write_map(t, part.keys.c_function);
+  write_map(t, part.keys.static_name);
+  t.pod<uint64_t>(part.threads.size());
+  for (const PartThread& th : part.threads) {
+    t.pod<uint32_t>(th.buffer_index);
+    t.pod<int64_t>(th.info.pid);
+    t.pod<uint64_t>(th.info.os_tid);
+    t.pod<uint64_t>(th.info.pthread_id);
+    t.pod<uint64_t>(th.info.logical_tid);
+    t.str(th.info.name);
+    t.pod<uint64_t>(th.first_seq);
+    t.pod<uint64_t>(th.ranges_base);
+    t.pod<uint64_t>(th.ranges.size());
+    for (const StoredRange& r : th.ranges) {
+      t.pod<uint32_t>(r.symbol);
+      t.pod<uint8_t>(r.scope);
+      t.pod<uint32_t>(r.detail);
+    }
+    t.pod<uint64_t>(th.marks_base);
+    t.pod<uint64_t>(th.marks.size());
+    for (uint32_t m : th.marks) t.pod<uint32_t>(m);
+    t.pod<uint64_t>(th.memory_base);
+    t.pod<uint64_t>(th.memory.size());
+    for (const MemoryRecord& m : th.memory) {
+      t.pod<uint64_t>(m.address);
+      t.pod<int64_t>(m.bytes);
+      t.pod<int64_t>(m.total_allocated);
+      t.pod<int64_t>(m.total_reserved);
+      t.pod<int32_t>(m.device);
+    }
+    t.pod<uint64_t>(th.initial.size());
+    for (const StoredFrame& f : th.initial) {
+      t.pod<uint32_t>(f.symbol);
+      t.pod<uint64_t>(f.address);
+    }
+    t.pod<uint64_t>(th.dropped);
+  }
+  t.pod<uint64_t>(part.details.size());
+  for (const EventDetail& d : part.details) {
+    t.pod<uint64_t>(d.handle);
+    t.pod<int64_t>(d.seq_nr);
+    t.pod<int64_t>(d.flops);
+    t.pod<uint64_t>(d.inputs.size());
+    for (const RangeInput& in : d.inputs) write_input(t, in);
+  }
+  t.pod<uint64_t>(part.async_ends.size());
+  for (const PartAsyncEnd& a : part.async_ends) {
+    t.pod<uint32_t>(a.buffer_index);
+    t.pod<uint64_t>(a.begin_seq);
+    t.pod<uint64_t>(a.ticks);
+  }
+  t.pod<uint64_t>(part.warnings.size());
+  for (const std::string& s : part.warnings) t.str(s);
+  t.pod<uint64_t>(part.recorded_events);
+  t.pod<uint64_t>(part.dropped_events);
+  w.record(RecordType::kTables, 0, t.buffer());
+}
+
+namespace {
+
+struct PendingChunk {
+  uint64_t first_seq;
+  const RawEvent* slots;
+  uint64_t count;
+};
+
+// Reads a part's tables into `part` and attaches the chunks collected for its threads.
+void read_tables(std::string_view payload, TracePart& part,
+                 std::map<uint32_t, std::vector<PendingChunk>>& chunks) {
+  Reader r(payload);
+  uint64_t n = r.count(28);
+  for (uint64_t i = 0; i < n; ++i) {
+    Symbol s;
+    s.name = r.str();
+    s.file = r.str();
+    s.line = r.pod<int32_t>();
+    s.function = r.str();
+    part.symbols.push_back(std::move(s));
+  }
+  const size_t symbols = part.symbols.size();
+  part.unknown_python = r.pod<uint32_t>();
+  part.unknown_c = r.pod<uint32_t>();
+  part.unknown_range = r.pod<uint32_t>();
+  if (part.unknown_python >= symbols || part.unknown_c >= symbols ||
+      part.unknown_range >= symbols) {
+    fail("symbol reference");
+  }
+  n = r.count(4);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t s = r.pod<uint32_t>();
+    if (s >= symbols) fail("symbol reference");
+    part.keys.compact.push_back(s);
+  }
+  read_map(r, part.keys.python, symbols);
+  read_map(r, part.keys.c_function, symbols);
+  read_map(r, part.keys.static_name, symbols);
+  n = r.count(96);
+  std::vector<uint32_t> buffer_indices;
+  for (uint64_t i = 0; i < n; ++i) {
+    PartThread th;
+    th.buffer_index = r.pod<uint32_t>();
+    if (std::find(buffer_indices.begin(), buffer_indices.end(), th.buffer_index) !=
+        buffer_indices.end()) {
+      fail("duplicate thread");
+    }
+    buffer_indices.push_back(th.buffer_index);
+    th.info.pid = r.pod<int64_t>();
+    th.info.os_tid = r.pod<uint64_t>();
+    th.info.pthread_id = r.pod<uint64_t>();
+    th.info.logical_tid = r.pod<uint64_t>();
+    th.info.name = r.str();
+    th.first_seq = r.pod<uint64_t>();
+    th.ranges_base = r.pod<uint64_t>();
+    uint64_t k = r.count(9);
+    for (uint64_t j = 0; j < k; ++j) {
+      StoredRange sr;
+      sr.symbol = r.pod<uint32_t>();
+      sr.scope = r.pod<uint8_t>();
+      sr.detail = r.pod<uint32_t>();
+      if (sr.symbol >= symbols) fail("symbol reference");
+      th.ranges.push_back(sr);
+    }
+    th.marks_base = r.pod<uint64_t>();
+    k = r.count(4);
+    for (uint64_t j = 0; j < k; ++j) {
+      const uint32_t s = r.pod<uint32_t>();
+      if (s >= symbols) fail("symbol reference");
+      th.marks.push_back(s);
+    }
+    th.memory_base = r.pod<uint64_t>();
+    k = r.count(36);
+    for (uint64_t j = 0; j < k; ++j) {
+      MemoryRecord m;
+      m.address = r.pod<uint64_t>();
+      m.bytes = r.pod<int64_t>();
+      m.total_allocated = r.pod<int64_t>();
+      m.total_reserved = r.pod<int64_t>();
+      m.device = r.pod<int32_t>();
+      th.memory.push_back(m);
+    }
+    k = r.count(12);
+    for (uint64_t j = 0; j < k; ++j) {
+      StoredFrame f;
+      f.symbol = r.pod<uint32_t>();
+      f.address = r.pod<uint64_t>();
+      if (f.symbol >= symbols) fail("symbol reference");
+      th.initial.push_back(f);
+    }
+    th.dropped = r.pod<uint64_t>();
+    // The thread's slots: its chunks, which must follow one another without a gap.
+    auto it = chunks.find(th.buffer_index);
+    if (it != chunks.end()) {
+      auto& list = it->second;
+      std::sort(list.begin(), list.end(),
+                [](const PendingChunk& a, const PendingChunk& b) { return a.first_seq < b.first_seq; });
+      uint64_t seq = th.first_seq;
+      for (const PendingChunk& c : list) {
+        if (c.first_seq != seq) fail("chunks of a thread do not follow one another");
+        if (c.count > UINT64_MAX - seq) fail("chunk sequence");
+        seq += c.count;
+        if (c.count) th.runs.push_back({c.slots, c.count});
+      }
+      chunks.erase(it);
+    }
+    part.threads.push_back(std::move(th));
+  }
+  if (!chunks.empty()) fail("chunk of an unknown thread");
+  n = r.count(32);
+  for (uint64_t i = 0; i < n; ++i) {
+    EventDetail d;
+    d.handle = r.pod<uint64_t>();
+    d.seq_nr = r.pod<int64_t>();
+    d.flops = r.pod<int64_t>();
+    const uint64_t k = r.count(33);
+    for (uint64_t j = 0; j < k; ++j) d.inputs.push_back(read_input(r));
+    part.details.push_back(std::move(d));
+  }
+  for (const PartThread& th : part.threads) {
+    for (const StoredRange& sr : th.ranges) {
+      if (sr.detail != UINT32_MAX && sr.detail >= part.details.size()) fail("detail reference");
+    }
+  }
+  n = r.count(20);
+  for (uint64_t i = 0; i < n; ++i) {
+    PartAsyncEnd a;
+    a.buffer_index = r.pod<uint32_t>();
+    a.begin_seq = r.pod<uint64_t>();
+    a.ticks = r.pod<uint64_t>();
+    part.async_ends.push_back(a);
+  }
+  n = r.count(8);
+  for (uint64_t i = 0; i < n; ++i) part.warnings.push_back(r.str());
+  r.pod<uint64_t>();  // recorded events as written: recounted from the slots instead
+  part.recorded_events = 0;
+  for (const PartThread& th : part.threads) {
+    for (const SlotRun& run : th.runs) {
+      for (uint64_t k = 0; k < run.count; ++k) {
+        const RawEvent& e = run.slots[k];
+        if (is_compact_pair(e.word)) {
+          part.recorded_events += e.ticks != 0 ? 2 : 1;
+        } else if (kind_of(e.word) != EventKind::kPadding && kind_of(e.word) != EventKind::kBase) {
+          ++part.recorded_events;
+        }
+      }
+    }
+  }
+  part.dropped_events = r.pod<uint64_t>();
+  if (!r.done()) fail("trailing bytes in tables");
+}
+
+}  // namespace
+
+}  // namespace internal
+
+using internal::BlockWriter;
+
+void StoredTrace::serialize(OutputSink& out) const {
+  BlockWriter w(out);
+  internal::write_file_header(w);
+  for (const PartRef& ref : parts_) {
+    const internal::TracePart& part = *ref.part;
+    internal::write_part_header(w, part, ref.offset_ns);
+    for (const internal::PartThread& th : part.threads) {
+      uint64_t seq = th.first_seq;
+      for (const internal::SlotRun& run : th.runs) {
+        internal::write_chunk(w, th.buffer_index, seq, run.slots, run.count);
+        seq += run.count;
+      }
+    }
+    internal::write_part_tables(w, part);
+  }
+  w.flush();
+}
+
+std::string StoredTrace::serialize() const {
+  StringSink sink;
+  serialize(sink);
+  return std::move(sink.out);
+}
+
+StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<const void> owner) {
+  using namespace internal;
+  if (bytes.size() < 16 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+    throw TraceFormatError("framescope: not a framescope trace (.fstrace)");
+  }
+  uint32_t version;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  if (version != kVersion) throw TraceFormatError("framescope: unsupported .fstrace version");
+  // Slots are read in place only when they are suitably aligned and kept alive.
+  const bool in_place = owner && reinterpret_cast<uintptr_t>(bytes.data()) % 8 == 0;
+  StoredTrace out;
+  std::shared_ptr<TracePart> part;
+  int64_t offset_ns = 0;
+  std::map<uint32_t, std::vector<PendingChunk>> chunks;
+  size_t pos = 16;
+  while (pos < bytes.size()) {
+    if (bytes.size() - pos < 16) fail("truncated record header");
+    uint32_t type, aux;
+    uint64_t length;
+    std::memcpy(&type, bytes.data() + pos, 4);
+    std::memcpy(&aux, bytes.data() + pos + 4, 4);
+    std::memcpy(&length, bytes.data() + pos + 8, 8);
+    pos += 16;
+    const uint64_t padded = length + (16 - length % 16) % 16;
+    if (length > bytes.size() - pos || padded > bytes.size() - pos) fail("truncated record");
+    const std::string_view payload = bytes.substr(pos, length);
+    pos += padded;
+    switch (RecordType(type)) {
+      case RecordType::kPart: {
+        if (part) fail("part without tables");
+        Reader r(payload);
+        offset_ns = r.pod<int64_t>();
+        ClockConverter::Calibration c;
+        c.start_ticks = r.pod<uint64_t>();
+        c.start_ns = r.pod<uint64_t>();
+        c.ticks_per_ns = r.pod<double>();
+        c.ticks_are_ns = r.pod<uint32_t>() != 0;
+        const bool with_flops = r.pod<uint32_t>() != 0;
+        part = std::make_shared<TracePart>();
+        part->with_flops = with_flops;
+        part->start_ticks = r.pod<uint64_t>();
+        part->stop_ticks = r.pod<uint64_t>();
+        if (!std::isfinite(c.ticks_per_ns) || c.ticks_per_ns < 1e-6 || c.ticks_per_ns > 1e6 ||
+            c.start_ns >= uint64_t(kMaxTime) || !valid_time(offset_ns) ||
+            (c.ticks_are_ns && part->stop_ticks >= uint64_t(kMaxTime))) {
+          fail("clock");
+        }
+        part->clock = ClockConverter::from_calibration(c);
+        if (part->stop_ticks < part->start_ticks) fail("stop before start");
+        break;
+      }
+      case RecordType::kChunk: {
+        if (!part) fail("chunk outside a part");
+        if (length < 16) fail("chunk header");
+        uint64_t first_seq, count;
+        std::memcpy(&first_seq, payload.data(), 8);
+        std::memcpy(&count, payload.data() + 8, 8);
+        if (count != (length - 16) / sizeof(RawEvent) || (length - 16) % sizeof(RawEvent)) {
+          fail("chunk size");
+        }
+        const char* data = payload.data() + 16;
+        const RawEvent* slots;
+        if (in_place) {
+          slots = reinterpret_cast<const RawEvent*>(data);
+        } else {
+          part->owned_slots.emplace_back(count);
+          if (count) std::memcpy(part->owned_slots.back().data(), data, count * sizeof(RawEvent));
+          slots = part->owned_slots.back().data();
+        }
+        chunks[aux].push_back({first_seq, slots, count});
+        break;
+      }
+      case RecordType::kTables: {
+        if (!part) fail("tables outside a part");
+        read_tables(payload, *part, chunks);
+        if (in_place) part->mapped = owner;
+        out.add_part(std::move(part), offset_ns);
+        part.reset();
+        break;
+      }
+      default:
+        fail("unknown record");
+    }
+  }
+  if (part) {
+    throw TraceFormatError(
+        "framescope: incomplete trace file: a part has no tables (the session that streamed it "
+        "did not stop)");
+  }
+  return out;
+}
+
+namespace {
+struct Mapping {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (addr) munmap(addr, size);
+  }
+};
+}  // namespace
+
+StoredTrace StoredTrace::load(const std::string& path) {
+  if (path.find('\0') != std::string::npos) {
+    throw std::invalid_argument("framescope: path contains a NUL byte");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw OutputError("framescope: cannot open '" + path + "': " + std::strerror(err), err, path);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw OutputError("framescope: cannot stat '" + path + "': " + std::strerror(err), err, path);
+  }
+  auto m = std::make_shared<Mapping>();
+  m->size = size_t(st.st_size);
+  if (m->size > 0) {
+    void* addr = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (addr == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      throw OutputError("framescope: cannot map '" + path + "': " + std::strerror(err), err, path);
+    }
+    m->addr = addr;
+  }
+  ::close(fd);
+  std::string_view bytes(static_cast<const char*>(m->addr), m->size);
+  return deserialize(bytes, m);
+}
+
+}  // namespace framescope

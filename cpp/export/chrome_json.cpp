@@ -1,0 +1,385 @@
+// cpp/export/chrome_json.cpp: Chrome Trace Event JSON writer (a visitor over one replay).
+#include <algorithm>
+#include <ostream>
+#include <stdexcept>
+
+#include "framescope/chrome_trace.h"
+#include "framescope/writers.h"
+#include "text_buffer.h"
+
+namespace framescope {
+namespace exporters {
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is invalid.
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n;
+  uint32_t cp;
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    unsigned char cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  // reject overlong forms, surrogates and values past U+10FFFF
+  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000)) return 0;
+  if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return 0;
+  return n;
+}
+
+
+
+// Writes events as they end ("X" needs the duration), so the file is not in start order; every
+// reader sorts (Perfetto, chrome://tracing).
+class ChromeWriter final : public TraceVisitor {
+ public:
+  ChromeWriter(OutputSink& out, int64_t base) : out_(out), base_(base) {}
+
+  void begin_trace(const TraceView& v) override {
+    view_ = &v;
+    names_.reserve(v.symbols.size());
+    for (const Symbol& s : v.symbols) {
+      std::string n;
+      append_json_escaped(n, s.name);
+      names_.push_back(std::move(n));
+    }
+    auto& b = out_.raw();
+    out_.put("{\n\"schemaVersion\":1,\n\"displayTimeUnit\":\"ms\",\n\"baseTimeNanoseconds\":");
+    out_.put_int(base_);
+    out_.put(",\n\"otherData\":{\"profiler\":\"framescope\",\"dropped_events\":");
+    out_.put_uint(v.dropped_events);
+    out_.put(",\"warnings\":[");
+    for (size_t i = 0; i < v.warnings.size(); ++i) {
+      if (i) out_.put(',');
+      out_.put('"');
+      append_json_escaped(b, v.warnings[i]);
+      out_.put('"');
+    }
+    out_.put("]},\n\"traceEvents\":[\n");
+    std::vector<int64_t> pids;
+    for (const ThreadInfo& th : v.threads) {
+      if (std::find(pids.begin(), pids.end(), th.pid) == pids.end()) pids.push_back(th.pid);
+    }
+    for (int64_t pid : pids) {
+      sep();
+      out_.put("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+      out_.put_int(pid);
+      out_.put(",\"tid\":0,\"args\":{\"name\":\"python ");
+      out_.put_int(pid);
+      out_.put("\"}}");
+    }
+    thread_prefix_.reserve(v.threads.size());
+    for (size_t i = 0; i < v.threads.size(); ++i) {
+      const ThreadInfo& th = v.threads[i];
+      std::string id = ",\"pid\":" + std::to_string(th.pid) + ",\"tid\":" + std::to_string(th.os_tid);
+      thread_prefix_.push_back(id + ",\"ts\":");
+      sep();
+      out_.put("{\"ph\":\"M\",\"name\":\"thread_name\"");
+      out_.put(id);
+      out_.put(",\"args\":{\"name\":\"");
+      if (th.name.empty()) {
+        out_.put("thread ");
+        out_.put_uint(th.os_tid);
+      } else {
+        append_json_escaped(b, th.name);
+      }
+      out_.put("\"}}");
+      sep();
+      out_.put("{\"ph\":\"M\",\"name\":\"thread_sort_index\"");
+      out_.put(id);
+      out_.put(",\"args\":{\"sort_index\":");
+      out_.put_uint(i);
+      out_.put("}}");
+    }
+  }
+
+  void slice_end(const Slice& s) override { write_event(s, 'X'); }
+  void instant(const Slice& s) override { write_event(s, 'i'); }
+  void async_slice(const Slice& s) override {
+    // A range ended on another thread may outlive its parent, so as an "X" slice it would break
+    // the nesting of its thread: it becomes an async "b"/"e" pair (its own track in viewers).
+    write_event(s, 'b');
+    sep();
+    out_.put("{\"ph\":\"e\",\"cat\":\"");
+    out_.put(category_name(s.category));
+    out_.put("\",\"name\":\"");
+    out_.put(names_[s.symbol]);
+    out_.put("\",\"id\":");
+    out_.put_uint(s.index);
+    out_.put(thread_prefix_[s.thread]);
+    out_.put_us(s.start_ns - base_ + s.dur_ns);
+    out_.put('}');
+  }
+
+  void memory(const MemorySample& m) override {
+    const ThreadInfo& th = view_->threads[m.thread];
+    sep();
+    out_.put("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\"");
+    out_.put(thread_prefix_[m.thread]);
+    out_.put_us(m.time_ns - base_);
+    out_.put(",\"args\":{\"Device Id\":");
+    out_.put_int(m.device);
+    out_.put(",\"Addr\":");
+    out_.put_uint(m.address);
+    out_.put(",\"Bytes\":");
+    out_.put_int(m.bytes);
+    out_.put(",\"Total Allocated\":");
+    out_.put_int(m.total_allocated);
+    out_.put(",\"Total Reserved\":");
+    out_.put_int(m.total_reserved);
+    out_.put("}}");
+    sep();
+    out_.put("{\"ph\":\"C\",\"name\":\"Memory\",\"pid\":");
+    out_.put_int(th.pid);
+    out_.put(",\"tid\":0,\"ts\":");
+    out_.put_us(m.time_ns - base_);
+    out_.put(",\"args\":{\"Total Allocated\":");
+    out_.put_int(m.total_allocated);
+    out_.put(",\"Total Reserved\":");
+    out_.put_int(m.total_reserved);
+    out_.put("}}");
+  }
+
+  void end_trace() override {
+    // Kineto ends with a global instant marking the end of the window.
+    sep();
+    out_.put("{\"ph\":\"i\",\"s\":\"g\",\"name\":\"Record Window End\",\"pid\":");
+    out_.put_int(view_->threads.empty() ? 0 : view_->threads[0].pid);
+    out_.put(",\"tid\":0,\"ts\":");
+    out_.put_us(view_->stop_ns - base_);
+    out_.put("}\n]\n}\n");
+    out_.flush();
+  }
+
+ private:
+  void sep() {
+    if (!first_) out_.put(",\n");
+    first_ = false;
+    out_.maybe_flush();
+  }
+
+  void write_event(const Slice& s, char ph) {
+    sep();
+    out_.put("{\"ph\":\"");
+    out_.put(ph);
+    out_.put(ph == 'i' ? "\",\"s\":\"t\",\"cat\":\"" : "\",\"cat\":\"");
+    out_.put(category_name(s.category));
+    out_.put("\",\"name\":\"");
+    out_.put(names_[s.symbol]);
+    out_.put('"');
+    if (ph == 'b') {
+      out_.put(",\"id\":");
+      out_.put_uint(s.index);
+    }
+    out_.put(thread_prefix_[s.thread]);
+    out_.put_us(s.start_ns - base_);
+    if (ph == 'X') {
+      out_.put(",\"dur\":");
+      out_.put_us(s.dur_ns);
+    }
+    if (s.category == EventCategory::kPythonFunction || s.category == EventCategory::kCFunction) {
+      out_.put(",\"args\":{\"Python id\":");
+      out_.put_uint(s.index);
+      out_.put(",\"Python parent id\":");
+      if (s.parent >= 0) {
+        out_.put_int(s.parent);
+      } else {
+        out_.put("null");
+      }
+      out_.put(",\"Python thread\":");
+      out_.put_uint(s.thread);
+    } else {
+      out_.put(",\"args\":{\"Ev Idx\":");
+      out_.put_uint(s.index);
+    }
+    if (s.async_end) out_.put(",\"Async end\":true");
+    if (s.open_at_stop) out_.put(",\"Open at stop\":true");
+    if (s.detail != UINT32_MAX) write_detail(view_->details[s.detail]);
+    out_.put("}}");
+  }
+
+  void write_detail(const EventDetail& d) {
+    if (d.handle) {
+      out_.put(",\"Record function id\":");
+      out_.put_uint(d.handle);
+    }
+    if (d.seq_nr >= 0) {
+      out_.put(",\"Sequence number\":");
+      out_.put_int(d.seq_nr);
+    }
+    if (d.flops >= 0) {
+      out_.put(",\"flops\":");
+      out_.put_int(d.flops);
+    }
+    if (!d.inputs.empty()) {
+      std::string dims = "[", types = "[";
+      for (size_t i = 0; i < d.inputs.size(); ++i) {
+        if (i) {
+          dims.push_back(',');
+          types.push_back(',');
+        }
+        append_input_text(dims, types, d.inputs[i]);
+      }
+      out_.put(",\"Input Dims\":");
+      out_.put(dims);
+      out_.put("],\"Input type\":");
+      out_.put(types);
+      out_.put(']');
+    }
+  }
+
+  static void append_input_text(std::string& dims, std::string& types, const RangeInput& in) {
+    auto quoted = [&](std::string_view s) {
+      types.push_back('"');
+      append_json_escaped(types, s);
+      types.push_back('"');
+    };
+    switch (in.kind) {
+      case RangeInput::Kind::kShape:
+        dims.push_back('[');
+        for (size_t i = 0; i < in.shape.size(); ++i) {
+          if (i) dims.push_back(',');
+          dims += std::to_string(in.shape[i]);
+        }
+        dims.push_back(']');
+        quoted(in.text.empty() ? "Tensor" : in.text);
+        break;
+      case RangeInput::Kind::kInt:
+      case RangeInput::Kind::kDouble:
+        dims += "[]";
+        quoted("Scalar");
+        break;
+      case RangeInput::Kind::kString:
+        dims += "[]";
+        quoted("str");
+        break;
+      default:
+        dims += "[]";
+        quoted("");
+    }
+  }
+
+  TextBuffer out_;
+  int64_t base_;
+  const TraceView* view_ = nullptr;
+  std::vector<std::string> names_;          // escaped, per symbol
+  std::vector<std::string> thread_prefix_;  // ,"pid":P,"tid":T,"ts":
+  bool first_ = true;
+};
+
+// An std::ostream as a sink (the older API).
+class OstreamSink final : public OutputSink {
+ public:
+  explicit OstreamSink(std::ostream& out) : out_(out) {}
+  void write(const char* data, size_t size) override {
+    out_.write(data, std::streamsize(size));
+    if (!out_) throw OutputError("framescope: failed writing the Chrome trace", 0, "");
+  }
+  void commit() override {
+    out_.flush();
+    if (!out_) throw OutputError("framescope: failed writing the Chrome trace", 0, "");
+  }
+
+ private:
+  std::ostream& out_;
+};
+
+}  // namespace
+}  // namespace exporters
+
+void append_json_escaped(std::string& out, std::string_view s) {
+  static const char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      size_t n = exporters::utf8_sequence_length(s, i);
+      if (n == 0) {
+        out += "\\ufffd";
+        ++i;
+      } else {
+        out.append(s.data() + i, n);
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += "\\u00";
+          out.push_back(kHex[c >> 4]);
+          out.push_back(kHex[c & 15]);
+        } else {
+          out.push_back(char(c));
+        }
+    }
+    ++i;
+  }
+}
+
+
+void write_chrome_json(const TraceSource& source, OutputSink& out) {
+  exporters::ChromeWriter w(out, source.time_base_ns());
+  source.visit(w);
+}
+
+void write_chrome_trace(const Trace& trace, std::ostream& out) {
+  exporters::OstreamSink sink(out);
+  write_chrome_json(MaterializedSource(trace), sink);
+  sink.commit();
+}
+
+void write_chrome_trace(const Trace& trace, const std::string& path) {
+  auto sink = open_file_output(path, is_gzip_path(path));
+  write_chrome_json(MaterializedSource(trace), *sink);
+  sink->commit();
+}
+
+namespace exporters {
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence_length(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+}  // namespace exporters
+
+}  // namespace framescope

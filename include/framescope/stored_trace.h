@@ -1,0 +1,123 @@
+// framescope/stored_trace.h: a stopped session kept as its compact events, replayed on demand.
+//
+// Layout: a StoredTrace is a list of parts (one per recorded session: merge() adds parts), each
+// holding per-thread runs of the raw 16-byte slots the session recorded (8 bytes per compact
+// Python call or return), the side records of ranges, marks and memory samples, and the tables
+// that name what the slots refer to, resolved once at stop (code objects, C functions, static
+// range names -> symbols). Nothing per event is kept besides the recorded slots, so the stored
+// trace is as big as the event buffers were; every reader is a replay (trace_visitor.h). The
+// .fstrace file (serialize(), streaming capture) is the same representation, so a loaded or
+// streamed trace replays straight from the file's memory map.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "framescope/output.h"
+#include "framescope/session.h"
+#include "framescope/trace_visitor.h"
+
+namespace framescope {
+
+namespace internal {
+struct TracePart;
+}
+
+/// Thrown for a malformed or truncated .fstrace (derives from std::runtime_error).
+class TraceFormatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A recorded trace. Immutable once built: any number of threads may visit, serialize or
+/// materialize the same StoredTrace concurrently; merged() returns a new one (the parts are
+/// shared, not copied).
+class StoredTrace final : public TraceSource {
+ public:
+  StoredTrace();
+  ~StoredTrace() override;
+  StoredTrace(const StoredTrace&);
+  StoredTrace& operator=(const StoredTrace&);
+
+  /// Takes the events of a stopped session (consumes `raw`), resolving keys with `resolver`
+  /// (only during this call). Threads whose OS id is in `thread_names` get that name.
+  static StoredTrace from_raw(RawTrace&& raw, const KeyResolver& resolver = {},
+                              const std::vector<std::pair<uint64_t, std::string>>& thread_names = {});
+
+  /// Reads a .fstrace (serialize() output, a saved or streamed file). With `owner`, the slots
+  /// are read in place (zero copy; `owner` keeps `bytes` alive and `bytes.data()` must be
+  /// 8-byte aligned); without, they are copied. Throws TraceFormatError on malformed input:
+  /// bad magic, truncation, a streamed session that never stopped, references out of range,
+  /// times beyond +-2^62 ns.
+  static StoredTrace deserialize(std::string_view bytes,
+                                 std::shared_ptr<const void> owner = nullptr);
+  /// Maps `path` and reads it in place. Throws OutputError (errno, path) when it cannot be
+  /// opened and TraceFormatError when it is malformed.
+  static StoredTrace load(const std::string& path);
+
+  /// Streams the .fstrace form (magic, then each part: header, slot chunks, tables).
+  void serialize(OutputSink& out) const;
+  std::string serialize() const;
+
+  /// A new trace with the parts of `other` appended after this one's, its times shifted by
+  /// `offset_ns` (threads keep their pids; symbols are re-interned).
+  StoredTrace merged(const StoredTrace& other, int64_t offset_ns = 0) const;
+
+  // ---- TraceSource ----
+  /// Counted by one replay the first time it is asked (then cached). Thread-safe.
+  uint64_t event_count() const override;
+  void visit(TraceVisitor& visitor) const override;
+  int64_t time_base_ns() const override { return start_ns_; }
+
+  const std::vector<Symbol>& symbols() const noexcept { return symbols_; }
+  const std::vector<ThreadInfo>& threads() const noexcept { return threads_; }
+  const std::vector<EventDetail>& details() const noexcept { return details_; }
+  const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+  int64_t start_ns() const noexcept { return start_ns_; }
+  int64_t stop_ns() const noexcept { return stop_ns_; }
+  uint64_t dropped_events() const noexcept { return dropped_; }
+  uint64_t recorded_events() const noexcept { return recorded_; }
+  /// Bytes of recorded slots held (in memory or mapped).
+  uint64_t slot_bytes() const noexcept;
+  /// Memory samples in time order per thread.
+  std::vector<MemorySample> memory_samples() const;
+  TraceView view() const noexcept;
+
+  /// One part as the trace sees it: shared storage plus where its ids land in the tables.
+  struct PartRef {
+    std::shared_ptr<const internal::TracePart> part;
+    int64_t offset_ns = 0;
+    uint32_t thread_base = 0;
+    uint32_t detail_base = 0;
+    std::vector<uint32_t> symbol_map;  // part symbol -> index into symbols()
+  };
+  const std::vector<PartRef>& parts() const noexcept { return parts_; }
+
+ private:
+  void add_part(std::shared_ptr<const internal::TracePart> part, int64_t offset_ns);
+  uint32_t intern(const Symbol& s);
+
+  std::vector<PartRef> parts_;
+  std::vector<Symbol> symbols_;
+  std::unordered_map<std::string, uint32_t> symbol_index_;
+  std::vector<ThreadInfo> threads_;
+  std::vector<EventDetail> details_;
+  std::vector<std::string> warnings_;
+  int64_t start_ns_ = 0;
+  int64_t stop_ns_ = 0;
+  uint64_t dropped_ = 0;
+  uint64_t recorded_ = 0;
+  mutable std::atomic<int64_t> event_count_{-1};
+};
+
+/// Per-symbol call counts, inclusive and self time of a replay, sorted by self time
+/// (descending), with Trace::stats()'s meaning.
+std::vector<SymbolStats> compute_stats(const TraceSource& source, size_t symbol_count);
+
+}  // namespace framescope

@@ -1,0 +1,56 @@
+// framescope/writers.h: trace writers, one per format, each a visitor over one replay.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "framescope/output.h"
+#include "framescope/trace_visitor.h"
+
+namespace framescope {
+
+/// Output formats. Every writer streams into an OutputSink (no whole-file string), reads the
+/// source through one replay and may run concurrently with other readers of the same source.
+/// All throw OutputError when the sink fails; names that are not valid UTF-8 are written with
+/// U+FFFD in their place.
+enum class ExportFormat {
+  kChromeJson,  ///< Chrome Trace Event JSON (Kineto layout; Perfetto UI, chrome://tracing)
+  kPerfetto,    ///< Perfetto protobuf (.pftrace): TrackEvent slices with interned names
+  kPstats,      ///< cProfile's marshalled stats dict (pstats.Stats, snakeviz, gprof2dot)
+  kSpeedscope,  ///< speedscope's file format: an evented profile per thread
+  kCollapsed,   ///< collapsed stacks "thread;a;b;c <self µs>" (flamegraph.pl, inferno)
+};
+
+/// Chrome JSON: "X" slices with ts/dur in µs (3 decimals) relative to baseTimeNanoseconds,
+/// marks as "i", ranges ended on another thread as "b"/"e", memory samples as "[memory]"
+/// instants plus a "Memory" counter, process/thread name metadata.
+void write_chrome_json(const TraceSource& source, OutputSink& out);
+/// Perfetto protobuf: one sequence per thread with incremental timestamps (a sequence-scoped
+/// clock), interned names, categories and source locations, TrackDescriptors for processes and
+/// threads, SLICE_BEGIN/END (strictly nested: see NestingAdapter), instants for marks, async
+/// ranges on a track of their own, counter tracks for memory samples, args for range details.
+void write_perfetto(const TraceSource& source, OutputSink& out);
+/// pstats: per function (cc, nc, tt, ct, callers) with cProfile's (_lsprof's) meaning, callers
+/// per edge as (nc, cc, tt, ct). Python functions are keyed (file, first line, name), anything
+/// else ('~', 0, name). Marks are left out.
+void write_pstats(const TraceSource& source, OutputSink& out);
+/// speedscope: shared frames (name, file, line) and one evented profile per thread in
+/// nanoseconds from the trace start. Marks and ranges ended on another thread are left out
+/// (the format has no instants, and its events must nest).
+void write_speedscope(const TraceSource& source, OutputSink& out);
+/// Collapsed stacks: one line per distinct stack, "thread;outer;...;inner <self µs>", the
+/// thread's name (and id) as the root frame; integer µs whose sum per thread is the thread's
+/// self-time total rounded (remainders carried from line to line).
+void write_collapsed(const TraceSource& source, OutputSink& out);
+
+/// Writes `format` to `out`.
+void write_format(ExportFormat format, const TraceSource& source, OutputSink& out);
+/// The format a path's extension names (.json/.json.gz -> Chrome JSON, .pftrace/.perfetto-trace
+/// -> Perfetto, .prof/.pstats -> pstats, .speedscope.json -> speedscope, .collapsed/.folded ->
+/// collapsed; a trailing .gz is ignored). Throws std::invalid_argument for other extensions.
+ExportFormat format_for_path(std::string_view path);
+/// Parses a format name ("chrome", "json", "perfetto", "pftrace", "pstats", "prof",
+/// "speedscope", "collapsed"); throws std::invalid_argument for others.
+ExportFormat parse_format(std::string_view name);
+
+}  // namespace framescope

@@ -1,0 +1,68 @@
+"""``framescope convert`` and ``framescope summary`` (saved traces), and how ``run -o/-f`` pick
+the output file and format."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from framescope.export import EXTENSIONS, format_for_path, format_name
+
+_FORMAT_CHOICES = ["chrome", "perfetto", "pstats", "speedscope", "collapsed", "fstrace", "html"]
+
+
+def resolve_output(output: str | None, format: str | None) -> tuple[str, str]:
+    """The file and format ``framescope run`` writes: ``-f`` wins, else ``-o``'s extension;
+    without ``-o`` the name follows the format (``framescope.trace.json``,
+    ``framescope.trace.prof``...). Raises ValueError for a bad combination."""
+    if output is not None and "\0" in output:
+        raise ValueError("the output path contains a NUL character")
+    if format is not None:
+        name = format_name(format)
+    elif output is not None:
+        name = format_for_path(output)
+    else:
+        name = "chrome"
+    if output is None:
+        output = "framescope.trace" + EXTENSIONS[name]
+    if output.endswith(".gz") and name in ("pstats", "perfetto", "fstrace", "html"):
+        raise ValueError(f"{name} output is binary: it is not gzip-compressed ({output!r})")
+    return output, name
+
+
+def add_trace_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    convert = sub.add_parser(
+        "convert",
+        help="write a saved trace (.fstrace) in another format",
+        usage="framescope convert [-f FORMAT] in.fstrace out.EXT",
+    )
+    convert.add_argument("input", help="a trace saved with profile.save() or -o x.fstrace")
+    convert.add_argument("output", help="the file to write; its extension picks the format")
+    convert.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
+                         help="output format (default: from the output's extension)")
+    summary = sub.add_parser("summary", help="print the summary table of a saved trace")
+    summary.add_argument("input", help="a trace saved with profile.save() or -o x.fstrace")
+    summary.add_argument("--limit", type=int, default=20, help="rows (default: 20)")
+    summary.add_argument("--sort", choices=["self", "total", "calls"], default="self",
+                         help="order (default: self time)")
+
+
+def run_trace_command(opts: argparse.Namespace) -> int:
+    from framescope.profiler import load
+
+    try:
+        prof = load(opts.input)
+    except (OSError, ValueError) as exc:
+        print(f"framescope {opts.command}: {exc}", file=sys.stderr)
+        return 1
+    if opts.command == "summary":
+        print(prof.summary(limit=opts.limit, sort_by=opts.sort))
+        return 0
+    try:
+        output, name = resolve_output(opts.output, opts.format)
+        prof.export(output, format=name)
+    except (OSError, ValueError) as exc:
+        print(f"framescope convert: {exc}", file=sys.stderr)
+        return 1
+    print(f"framescope: {opts.input} -> {output} ({name})", file=sys.stderr)
+    return 0

@@ -1,0 +1,86 @@
+"""IPython / Jupyter magics: ``%load_ext framescope``, then ``%%framescope`` profiles a cell and
+``%framescope statement`` one line; the summary is printed under the cell's output and the trace
+written to a file (``-o``: its extension picks the format as in ``profile.export``: ``.json``
+Chrome trace, ``.pftrace``, ``.prof``, ``.fstrace``..., and ``.html``, a report also shown inline).
+
+Options: ``-o PATH`` (default ``framescope-<cell number>.json``), ``--no-stack`` (record ranges
+only, no Python calls: ``with_stack=False``), ``--c-calls`` (builtins too), ``--torch-ops``,
+``--record-shapes``, ``-l N`` (summary rows, 0: none), ``-s self|total|calls`` (summary order).
+The cell runs as a normal cell (its last expression is displayed, an exception shown); top-level
+``await`` is not supported inside ``%%framescope``.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from typing import Any
+
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import HTML, display
+
+from framescope.profiler import profile
+
+
+@magics_class
+class FramescopeMagics(Magics):
+    @line_cell_magic
+    def framescope(self, line: str, cell: str | None = None) -> None:
+        """Profile a cell (``%%framescope [options]``) or a statement
+        (``%framescope [options] statement``) with framescope. See framescope.jupyter."""
+        opts, statement = self.parse_options(
+            line, "o:l:s:", "no-stack", "c-calls", "torch-ops", "record-shapes",
+            posix=False, strict=False,
+        )
+        code = cell if cell is not None else statement
+        if not code.strip():
+            print("framescope: nothing to profile (write %%framescope above a cell, or "
+                  "%framescope statement)")
+            return
+        count = getattr(self.shell, "execution_count", 0)
+        output = os.path.expanduser(str(opts.get("o", f"framescope-{count}.json")).strip("'\""))
+        limit = int(opts.get("l", 20))
+        sort_by = str(opts.get("s", "self"))
+        if sort_by not in ("self", "total", "calls"):
+            print(f"framescope: -s must be self, total or calls, not {sort_by!r}")
+            return
+        with_stack = "no-stack" not in opts
+        try:
+            prof = profile(
+                with_stack=with_stack,
+                c_calls="c-calls" in opts and with_stack,
+                torch_ops="torch-ops" in opts,
+                record_shapes="record-shapes" in opts,
+            )
+        except (RuntimeError, ValueError) as exc:
+            print(f"framescope: {exc}")
+            return
+        shell = self.shell
+        if shell is None:
+            print("framescope: no IPython shell to run the cell in")
+            return
+        prof.start()
+        try:
+            shell.run_cell(code, store_history=False)  # type: ignore[no-untyped-call]
+        finally:
+            prof.stop()
+        try:
+            prof.export(output)  # the extension picks the format, .html included
+        except (OSError, ValueError) as exc:
+            print(f"framescope: {exc}")
+            return
+        if limit > 0:
+            print(prof.summary(limit=limit, sort_by=sort_by))  # type: ignore[arg-type]
+        print(f"framescope: trace written to {output} (backend: {prof.backend})")
+        if output.endswith(".html"):
+            with open(output, encoding="utf-8") as f:
+                page = f.read()
+            display(HTML(  # type: ignore[no-untyped-call]
+                f'<iframe srcdoc="{html.escape(page, quote=True)}" '
+                'style="width:100%;height:600px;border:1px solid #ddd"></iframe>'
+            ))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Called by ``%load_ext framescope``."""
+    ipython.register_magics(FramescopeMagics)
