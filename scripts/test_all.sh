@@ -20,7 +20,7 @@ step() { printf '\n=== %s ===\n' "$*"; }
 
 # ---- system packages ------------------------------------------------------------------------
 # chromium: tests/test_report.py loads the HTML report in headless Chromium (on 3.11)
-apt_packages=(build-essential cmake ninja-build libgtest-dev libbenchmark-dev chromium)
+apt_packages=(build-essential cmake ninja-build zlib1g-dev libgtest-dev libbenchmark-dev chromium)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

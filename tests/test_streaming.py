@@ -220,3 +220,36 @@ def test_cli_run_stream(tmp_path):
     trace = perfetto_reader.read(str(tmp_path / "t.pftrace"))
     assert sum(1 for s in trace.slices if s.name.endswith(": fib")) == fib_calls(16)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.py", "t.fstrace", "t.pftrace"]
+
+
+def test_threads_that_record_nothing_survive_save_load_and_streaming(tmp_path):
+    # Threads blocked through the whole session (running Python code at its start) are threads
+    # of the trace with no buffer: any number of them in a saved or streamed file.
+    release = threading.Event()
+    started = threading.Barrier(4)
+
+    def blocked() -> None:
+        started.wait()
+        release.wait()
+
+    threads = [threading.Thread(target=blocked) for _ in range(3)]
+    for t in threads:
+        t.start()
+    started.wait()
+    try:
+        with framescope.profile() as prof:
+            fib(8)
+        with framescope.profile(stream_to=str(tmp_path / "s.fstrace")) as streamed:
+            fib(8)
+    finally:
+        release.set()
+        for t in threads:
+            t.join()
+    for p in (prof, streamed):
+        n = len(p.trace.threads)
+        assert n >= 4
+        p.save(str(tmp_path / "t.fstrace"))
+        loaded = framescope.load(str(tmp_path / "t.fstrace"))
+        assert len(loaded.trace.threads) == n
+        assert [(e.name, e.thread) for e in loaded.events()] == [
+            (e.name, e.thread) for e in p.events()]

@@ -107,7 +107,7 @@ void Session::add_warning(std::string message) {
   warnings.push_back(std::move(message));
 }
 
-void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) noexcept {
+void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) {
   const uint64_t parent_tid = kept ? kept->os_tid : 0;
   const uint64_t pthread_id = pthread_thread_id();
   std::vector<InitialStack> stacks;
@@ -146,12 +146,15 @@ void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) no
     if (kind_of(close.word) == EventKind::kPyReturn) {
       stack.keys.pop_back();
       stack.frame_addresses.resize(std::min(stack.frame_addresses.size(), stack.keys.size()));
-    } else {  // kPyAnchor: the frame at this address runs, those above it have returned
+    } else {
+      // kPyAnchor: the frame at this address runs, those above it have returned;
+      // kPyInitialExit: the frame at this address has returned too.
       const uint64_t address = payload_of(close.word);
+      const size_t keep = kind_of(close.word) == EventKind::kPyInitialExit ? 0 : 1;
       for (size_t i = stack.frame_addresses.size(); i-- > 0;) {
         if (stack.frame_addresses[i] == address) {
-          stack.keys.resize(i + 1);
-          stack.frame_addresses.resize(i + 1);
+          stack.keys.resize(i + keep);
+          stack.frame_addresses.resize(i + keep);
           break;
         }
       }
@@ -347,11 +350,11 @@ namespace internal {
 // Threads that record without locks (the append fast path) only touch their own newest chunk;
 // in the child those threads do not exist and their buffers are dropped.
 //
-// Stated behaviour (README, "Processes"): in the child, a running session goes on recording
-// into the child's own trace, which starts at the fork. Only the forking thread survives: its
-// frames and ranges open at the fork are open slices from the child's start, the events it
-// recorded before belong to the parent's trace, and every other thread's buffer is dropped.
-// The parent's session is unaffected.
+// Stated behaviour (README, "Interrupts, signals, forks, odd names"): in the child, a running
+// session goes on recording into the child's own trace, which starts at the fork. Only the forking
+// thread survives: its frames and ranges open at the fork are open slices from the child's start,
+// the events it recorded before belong to the parent's trace, and every other thread's buffer is
+// dropped. The parent's session is unaffected.
 namespace {
 
 std::shared_ptr<Session> g_fork_session;  // the session locked by fork_prepare()
@@ -394,7 +397,11 @@ void fork_child() noexcept {
   std::lock_guard<std::mutex> lock(session->mutex);
   ThreadBuffer* kept =
       t_owner.buffer && t_owner.buffer->epoch == session->epoch ? t_owner.buffer.get() : nullptr;
-  session->continue_in_fork_child(kept, now_ticks());
+  try {
+    session->continue_in_fork_child(kept, now_ticks());
+  } catch (...) {
+    // Out of memory in the child: its trace may keep some of the parent's events, no more.
+  }
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ namespace internal {
 
 namespace {
 
+constexpr uint32_t kNoBuffer = UINT32_MAX;
 constexpr char kMagic[8] = {'F', 'S', 'T', 'R', 'A', 'C', 'E', '2'};
 constexpr uint32_t kVersion = 2;
 constexpr int64_t kMaxTime = int64_t(1) << 61;
@@ -303,11 +304,15 @@ void read_tables(std::string_view payload, TracePart& part,
   for (uint64_t i = 0; i < n; ++i) {
     PartThread th;
     th.buffer_index = r.pod<uint32_t>();
-    if (std::find(buffer_indices.begin(), buffer_indices.end(), th.buffer_index) !=
-        buffer_indices.end()) {
-      fail("duplicate thread");
+    // UINT32_MAX: a thread that recorded nothing (it ran Python code at start and stayed
+    // blocked); any number of them, and no chunk refers to them.
+    if (th.buffer_index != kNoBuffer) {
+      if (std::find(buffer_indices.begin(), buffer_indices.end(), th.buffer_index) !=
+          buffer_indices.end()) {
+        fail("duplicate thread");
+      }
+      buffer_indices.push_back(th.buffer_index);
     }
-    buffer_indices.push_back(th.buffer_index);
     th.info.pid = r.pod<int64_t>();
     th.info.os_tid = r.pod<uint64_t>();
     th.info.pthread_id = r.pod<uint64_t>();
@@ -352,7 +357,7 @@ void read_tables(std::string_view payload, TracePart& part,
     }
     th.dropped = r.pod<uint64_t>();
     // The thread's slots: its chunks, which must follow one another without a gap.
-    auto it = chunks.find(th.buffer_index);
+    auto it = th.buffer_index == kNoBuffer ? chunks.end() : chunks.find(th.buffer_index);
     if (it != chunks.end()) {
       auto& list = it->second;
       std::sort(list.begin(), list.end(), [](const PendingChunk& a, const PendingChunk& b) {

@@ -13,7 +13,7 @@ import signal
 import sys
 import types
 import zipfile
-from typing import NoReturn, Sequence
+from typing import NoReturn, Sequence, cast
 
 from framescope import __version__, _core
 from framescope.cli_traces import (
@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Low-overhead profiler for CPython: every Python call, plus native ranges.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"framescope {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+                parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
     run = sub.add_parser(
         "run",
         help="run a script or module under the profiler, write a trace, print a summary",
@@ -231,6 +232,7 @@ class _Finisher:
         self.finished = False
         self.interrupts = 0
         self.deferred: int | None = None  # a signal that came while the trace was written
+        self.pid = os.getpid()
 
     def install(self) -> None:
         atexit.register(self.finish)
@@ -274,6 +276,11 @@ class _Finisher:
         if self.finished:
             return
         self.finished = True
+        if os.getpid() != self.pid:
+            # A child the program forked (os.fork) and that exits through python's exit path:
+            # the trace file is the parent's, which must not be overwritten by the child's.
+            _core._stop(self.prof, keep=False)
+            return
         _core._stop(self.prof)  # first: none of the finishing shows in the trace
         for name in self._SIGNALS:
             if (signum := getattr(signal, name, None)) is not None:
@@ -377,7 +384,11 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
     else:
         sys.argv = list(target_argv)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target_argv[0])))
-    script = _load_script(target_argv[0]) if module is None else None
+    try:
+        script = _load_script(target_argv[0]) if module is None else None
+    except (SyntaxError, OSError, ValueError) as exc:  # as python reports a script it can't run
+        sys.excepthook(type(exc), exc.with_traceback(None), None)
+        return 1
     finisher = _Finisher(prof, opts)
     finisher.install()
     try:
