@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -30,6 +31,7 @@ namespace internal {
 
 namespace {
 
+constexpr uint32_t kNoBuffer = UINT32_MAX;
 constexpr char kMagic[8] = {'F', 'S', 'T', 'R', 'A', 'C', 'E', '2'};
 constexpr uint32_t kVersion = 2;
 constexpr int64_t kMaxTime = int64_t(1) << 61;
@@ -94,10 +96,13 @@ RangeInput read_input(Reader& r) {
   return in;
 }
 
+// In key order, so that the same trace always serializes to the same bytes.
 template <class Map>
 void write_map(BlockWriter& w, const Map& m) {
-  w.pod<uint64_t>(m.size());
-  for (const auto& [k, v] : m) {
+  std::vector<std::pair<uint64_t, uint32_t>> sorted(m.begin(), m.end());
+  std::sort(sorted.begin(), sorted.end());
+  w.pod<uint64_t>(sorted.size());
+  for (const auto& [k, v] : sorted) {
     w.pod<uint64_t>(k);
     w.pod<uint32_t>(v);
   }
@@ -266,7 +271,7 @@ struct PendingChunk {
 
 // Reads a part's tables into `part` and attaches the chunks collected for its threads.
 void read_tables(std::string_view payload, TracePart& part,
-                 std::map<uint32_t, std::vector<PendingChunk>>& chunks) {
+                 std::map<uint32_t, std::vector<PendingChunk>>& chunks, bool mapped) {
   Reader r(payload);
   uint64_t n = r.count(28);
   for (uint64_t i = 0; i < n; ++i) {
@@ -299,11 +304,15 @@ void read_tables(std::string_view payload, TracePart& part,
   for (uint64_t i = 0; i < n; ++i) {
     PartThread th;
     th.buffer_index = r.pod<uint32_t>();
-    if (std::find(buffer_indices.begin(), buffer_indices.end(), th.buffer_index) !=
-        buffer_indices.end()) {
-      fail("duplicate thread");
+    // UINT32_MAX: a thread that recorded nothing (it ran Python code at start and stayed
+    // blocked); any number of them, and no chunk refers to them.
+    if (th.buffer_index != kNoBuffer) {
+      if (std::find(buffer_indices.begin(), buffer_indices.end(), th.buffer_index) !=
+          buffer_indices.end()) {
+        fail("duplicate thread");
+      }
+      buffer_indices.push_back(th.buffer_index);
     }
-    buffer_indices.push_back(th.buffer_index);
     th.info.pid = r.pod<int64_t>();
     th.info.os_tid = r.pod<uint64_t>();
     th.info.pthread_id = r.pod<uint64_t>();
@@ -348,11 +357,12 @@ void read_tables(std::string_view payload, TracePart& part,
     }
     th.dropped = r.pod<uint64_t>();
     // The thread's slots: its chunks, which must follow one another without a gap.
-    auto it = chunks.find(th.buffer_index);
+    auto it = th.buffer_index == kNoBuffer ? chunks.end() : chunks.find(th.buffer_index);
     if (it != chunks.end()) {
       auto& list = it->second;
-      std::sort(list.begin(), list.end(),
-                [](const PendingChunk& a, const PendingChunk& b) { return a.first_seq < b.first_seq; });
+      std::sort(list.begin(), list.end(), [](const PendingChunk& a, const PendingChunk& b) {
+        return a.first_seq < b.first_seq;
+      });
       uint64_t seq = th.first_seq;
       for (const PendingChunk& c : list) {
         if (c.first_seq != seq) fail("chunks of a thread do not follow one another");
@@ -391,16 +401,27 @@ void read_tables(std::string_view payload, TracePart& part,
   n = r.count(8);
   for (uint64_t i = 0; i < n; ++i) part.warnings.push_back(r.str());
   r.pod<uint64_t>();  // recorded events as written: recounted from the slots instead
+  uint64_t slot_bytes = 0;
+  for (const PartThread& th : part.threads) {
+    for (const SlotRun& run : th.runs) slot_bytes += run.count * sizeof(RawEvent);
+  }
+  part.release_pages = mapped && slot_bytes >= kReleasePagesFrom;
   part.recorded_events = 0;
   for (const PartThread& th : part.threads) {
     for (const SlotRun& run : th.runs) {
-      for (uint64_t k = 0; k < run.count; ++k) {
-        const RawEvent& e = run.slots[k];
-        if (is_compact_pair(e.word)) {
-          part.recorded_events += e.ticks != 0 ? 2 : 1;
-        } else if (kind_of(e.word) != EventKind::kPadding && kind_of(e.word) != EventKind::kBase) {
-          ++part.recorded_events;
+      for (uint64_t k = 0; k < run.count;) {
+        const uint64_t block_start = k;
+        const uint64_t block_end = std::min(run.count, k + kReleaseBlockSlots);
+        for (; k < block_end; ++k) {
+          const RawEvent& e = run.slots[k];
+          if (is_compact_pair(e.word)) {
+            part.recorded_events += e.ticks != 0 ? 2 : 1;
+          } else if (kind_of(e.word) != EventKind::kPadding &&
+                     kind_of(e.word) != EventKind::kBase) {
+            ++part.recorded_events;
+          }
         }
+        if (part.release_pages) release_mapped_pages(run.slots + block_start, run.slots + k);
       }
     }
   }
@@ -453,7 +474,15 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
   int64_t offset_ns = 0;
   std::map<uint32_t, std::vector<PendingChunk>> chunks;
   size_t pos = 16;
+  // Reading a record header faults in the pages around it (the kernel maps up to 64 KiB around
+  // a fault): a big mapped file lets go of what the scan passed, as the replay does.
+  const bool release = in_place && bytes.size() >= kReleasePagesFrom;
+  size_t released = 0;
   while (pos < bytes.size()) {
+    if (release && pos - released >= kReleaseBlockSlots * sizeof(RawEvent)) {
+      release_mapped_pages(bytes.data() + released, bytes.data() + pos);
+      released = pos;
+    }
     if (bytes.size() - pos < 16) fail("truncated record header");
     uint32_t type, aux;
     uint64_t length;
@@ -512,7 +541,7 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
       }
       case RecordType::kTables: {
         if (!part) fail("tables outside a part");
-        read_tables(payload, *part, chunks);
+        read_tables(payload, *part, chunks, in_place);
         if (in_place) part->mapped = owner;
         out.add_part(std::move(part), offset_ns);
         part.reset();

@@ -212,7 +212,9 @@ class PerfettoWriter final : public TraceVisitor {
   }
 
  private:
-  static uint64_t process_uuid(int64_t pid) { return (uint64_t(1) << 60) + uint64_t(pid & 0xffffffff); }
+  static uint64_t process_uuid(int64_t pid) {
+    return (uint64_t(1) << 60) + uint64_t(pid & 0xffffffff);
+  }
   static uint64_t thread_uuid(uint32_t thread) { return (uint64_t(2) << 60) + thread; }
   static uint64_t counter_uuid(int64_t pid) {
     return (uint64_t(4) << 60) + (uint64_t(pid & 0xffffffff) << 1);

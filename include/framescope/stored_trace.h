@@ -47,8 +47,9 @@ class StoredTrace final : public TraceSource {
 
   /// Takes the events of a stopped session (consumes `raw`), resolving keys with `resolver`
   /// (only during this call). Threads whose OS id is in `thread_names` get that name.
-  static StoredTrace from_raw(RawTrace&& raw, const KeyResolver& resolver = {},
-                              const std::vector<std::pair<uint64_t, std::string>>& thread_names = {});
+  static StoredTrace from_raw(
+      RawTrace&& raw, const KeyResolver& resolver = {},
+      const std::vector<std::pair<uint64_t, std::string>>& thread_names = {});
 
   /// Reads a .fstrace (serialize() output, a saved or streamed file). With `owner`, the slots
   /// are read in place (zero copy; `owner` keeps `bytes` alive and `bytes.data()` must be
@@ -114,6 +115,26 @@ class StoredTrace final : public TraceSource {
   uint64_t dropped_ = 0;
   uint64_t recorded_ = 0;
   mutable std::atomic<int64_t> event_count_{-1};
+};
+
+/// A replay of a StoredTrace driven in steps, for pull-style readers (an iterator over events):
+/// each advance() replays the next recorded slots into the visitor, with the calls and order of
+/// StoredTrace::visit. Holds references: `trace` and `visitor` must outlive it. Not thread-safe
+/// (one cursor per reader; any number of cursors may read one trace at once).
+class ReplayCursor {
+ public:
+  ReplayCursor(const StoredTrace& trace, TraceVisitor& visitor);
+  ~ReplayCursor();
+  ReplayCursor(const ReplayCursor&) = delete;
+  ReplayCursor& operator=(const ReplayCursor&) = delete;
+  /// Replays up to about `max_slots` recorded slots (begin_trace on the first call; a thread's
+  /// begin and end cost no slots). Returns false once end_trace has been reported, and from
+  /// then on does nothing. Rethrows what the visitor throws (the cursor is then done).
+  bool advance(uint64_t max_slots);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 /// Per-symbol call counts, inclusive and self time of a replay, sorted by self time

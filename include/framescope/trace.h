@@ -95,7 +95,8 @@ class Trace {
   int64_t start_ns = 0;  ///< session start (monotonic ns)
   int64_t stop_ns = 0;
   uint64_t dropped_events = 0;
-  uint64_t recorded_events = 0;  ///< events kept (16 bytes each; compact Python calls and returns 8)
+  uint64_t recorded_events =
+      0;  ///< events kept (16 bytes each; compact Python calls and returns 8)
 
   /// Interns a symbol by display name; returns its index.
   uint32_t intern(Symbol s);

@@ -25,17 +25,20 @@ def _start(
     propagated_only: bool = False,
     torch_ops: bool = False,
     skip_frames_prefix: str = "",
+    stream_to: str = "",
 ) -> None:
     """Starts the session for ``owner`` (a profile) and sets ``owner._running = True`` and
     ``owner._trace = None`` in the same call (RuntimeError if a session runs, ValueError for a
-    bad backend). The frames running on every thread become open slices (``native_ids``: thread
-    ident -> OS id); with the frame hook, the caller's innermost frames whose file starts with
-    ``skip_frames_prefix`` (framescope's own) are left out."""
+    bad backend, OSError when the ``stream_to`` file cannot be created). The frames running on
+    every thread become open slices (``native_ids``: thread ident -> OS id); with the frame hook,
+    the caller's innermost frames whose file starts with ``skip_frames_prefix`` (framescope's
+    own) are left out."""
 
 def _stop(owner: object, keep: bool = True) -> bool:
     """Stops the session ``owner`` started; its Trace (None unless ``keep``) goes to
-    ``owner._trace`` and ``owner._running`` becomes False, in the same call. False, changing
-    nothing, when ``owner`` does not own the running session."""
+    ``owner._trace`` and ``owner._running`` becomes False, in the same call (a streamed session:
+    its file is completed and mapped; OSError when streaming failed). False, changing nothing,
+    when ``owner`` does not own the running session."""
 
 def _session_owner() -> object | None:
     """The profile object whose session runs, or None."""
@@ -111,8 +114,8 @@ class Event:
     @property
     def open_at_stop(self) -> bool: ...
 
-class _EventCursor:
-    def __iter__(self) -> _EventCursor: ...
+class _EventIterator:
+    def __iter__(self) -> _EventIterator: ...
     def __next__(self) -> Event: ...
 
 class Trace:
@@ -124,8 +127,18 @@ class Trace:
         """(name, category, thread, start ns, duration ns (-1: instant), parent (-1: none),
         depth, symbol, category id)."""
 
-    def event_object(self, i: int) -> Event: ...
-    def iter_events(self, start: int = 0, stop: int = ...) -> _EventCursor: ...
+    def event_object(self, i: int) -> Event:
+        """Event ``i`` (IndexError past the end), through an index built on first use."""
+
+    def iter_events(self, start: int = 0, stop: int = ...) -> _EventIterator:
+        """Events with index in [start, stop), in index order, read by a replay as they are
+        iterated."""
+
+    def find_events(self, name: str) -> list[Event]:
+        """The events with this exact name, in index order."""
+
+    def children(self, parent: int) -> list[Event]:
+        """The direct children of the event with index ``parent``, in index order."""
     def symbol(self, s: int) -> tuple[str, str, int, str]:
         """(name, file, line, function) of symbol ``s``."""
 

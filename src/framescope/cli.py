@@ -16,7 +16,13 @@ import zipfile
 from typing import NoReturn, Sequence, cast
 
 from framescope import __version__, _core
-from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
+from framescope.cli_traces import (
+    _FORMAT_CHOICES,
+    add_trace_commands,
+    resolve_output,
+    run_trace_command,
+    stream_file,
+)
 from framescope.profiler import parse_memory_limit, profile
 
 
@@ -66,8 +72,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, default=20, help="rows of the summary (0: none)")
     run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
                      help="summary order (default: self time)")
-    run.add_argument("--memory-limit", default="1GiB", type=_memory_limit_arg,
-                     help="event buffer limit, e.g. 512MiB or 1.5GB (default: 1GiB)")
+    run.add_argument("--memory-limit", default=None, type=_memory_limit_arg,
+                     help="event buffer limit, e.g. 512MiB or 1.5GB (default: 1GiB; with "
+                          "--stream 64MiB)")
+    run.add_argument("--stream", action="store_true",
+                     help="write the events to a .fstrace file while the program runs, so "
+                          "memory stays flat: the -o file itself when it is a .fstrace, else a "
+                          "temporary one next to it, converted to -o at the end")
     _add_torch_options(run)
     add_trace_commands(sub)
     _add_report_parser(sub)
@@ -279,10 +290,17 @@ class _Finisher:
         for warning in self.prof.warnings:
             _say(warning)
         try:
-            self.prof.export(opts.output, format=opts.format)
+            if opts.stream_to != opts.output:  # (a streamed .fstrace is the output already)
+                self.prof.export(opts.output, format=opts.format)
         except (OSError, RuntimeError, ValueError) as e:
             _say(f"framescope: could not write the trace to {opts.output}: {e}")
             return self._end()
+        finally:
+            if opts.stream_to is not None and opts.stream_to != opts.output:
+                try:
+                    os.unlink(opts.stream_to)  # the trace maps it: readable until the exit
+                except OSError:
+                    pass
         if opts.limit > 0:
             _say(self.prof.summary(limit=opts.limit, sort_by=opts.sort))
         _say(f"framescope: trace written to {opts.output} (backend: {self.prof.backend})")
@@ -352,10 +370,11 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
         print(f"framescope run: error: {problem}", file=sys.stderr)
         return 2
     opts.output, opts.format = output, output_format
+    opts.stream_to = stream_file(output, output_format) if opts.stream else None
     try:
         prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
                        memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
-                       record_shapes=opts.record_shapes)
+                       record_shapes=opts.record_shapes, stream_to=opts.stream_to)
     except RuntimeError as exc:  # torch_ops without a usable torch
         print(f"framescope run: error: {exc}", file=sys.stderr)
         return 2
@@ -370,8 +389,14 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
     except (SyntaxError, OSError, ValueError) as exc:  # as python reports a script it can't run
         sys.excepthook(type(exc), exc.with_traceback(None), None)
         return 1
-    _Finisher(prof, opts).install()
-    prof.start()
+    finisher = _Finisher(prof, opts)
+    finisher.install()
+    try:
+        prof.start()
+    except OSError as exc:  # the stream's file cannot be created
+        finisher.finished = True  # nothing to write
+        print(f"framescope run: error: {exc}", file=sys.stderr)
+        return 2
     try:
         if module is not None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)

@@ -176,8 +176,16 @@ class profile:
             when another tool's PEP 523 hook is installed at start, with a warning),
             ``"frame_hook"`` (chains to such a hook), ``"fallback"``, ``"sys.monitoring"``
             (3.12+) or ``"setprofile"`` (3.10/3.11).
-        memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
+        memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``); default
+            1 GiB, or 64 MiB with ``stream_to``.
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
+        stream_to: streaming capture: full event buffers are written to this ``.fstrace`` file
+            by a background thread while the session runs, so memory stays flat however long
+            it runs (``memory_limit`` then bounds the buffers waiting to be written; a thread
+            that reaches it waits for the writer instead of dropping events). The file is
+            created at ``start()`` (a temporary next to it, renamed at ``stop()``), and after
+            ``stop()`` the trace reads from it. Range details, mark names and memory samples
+            stay in memory until the stop. Not with ``on_limit="keep_newest"``.
         torch_ops: also record torch's operators (``aten::...``), autograd nodes and
             ``torch.profiler.record_function`` ranges through torch's RecordFunction
             observers, with input shapes when ``record_shapes``; RuntimeError when torch is
@@ -193,12 +201,18 @@ class profile:
         with_stack: bool = True,
         c_calls: bool = False,
         backend: Backend = "auto",
-        memory_limit: int | str = "1GiB",
+        memory_limit: int | str | None = None,
         on_limit: Literal["stop", "keep_newest"] = "stop",
         torch_ops: bool = False,
+        stream_to: str | os.PathLike[str] | None = None,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
+        self._stream_to = _fspath(stream_to) if stream_to is not None else ""
+        if self._stream_to and on_limit == "keep_newest":
+            raise ValueError("stream_to keeps every event: on_limit='keep_newest' does not apply")
+        if memory_limit is None:
+            memory_limit = "64MiB" if self._stream_to else "1GiB"
         if c_calls and not with_stack:
             raise ValueError("c_calls=True needs with_stack=True")
         self.record_shapes = record_shapes
@@ -274,6 +288,7 @@ class profile:
             "memory_limit": self._memory_limit,
             "keep_newest": self._keep_newest,
             "torch_ops": self.torch_ops,  # attached in __init__; enabled with the session
+            "stream_to": self._stream_to,
         }
 
     def _after_stop(self) -> None:
