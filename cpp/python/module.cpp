@@ -8,17 +8,20 @@ namespace nb = nanobind;
 namespace framescope::py {
 void bind_session(nb::module_& m);
 void bind_trace(nb::module_& m);
+void bind_trace_processes(nb::module_& m);  // bindings_processes.cpp
 bool bench_hooks_init(PyObject* module);  // bench_hooks.cpp (benchmarks)
 bool torch_ops_init(PyObject* module);    // torch_ops.cpp (profile(torch_ops=True))
+bool term_signal_init(PyObject* module);  // term_signal.cpp (framescope.follow)
 }  // namespace framescope::py
 
 NB_MODULE(_core, m) {
   m.doc() = "framescope's C++ core: sessions, ranges, the frame hook and the eval_frame API.";
   framescope::py::bind_trace(m);
+  framescope::py::bind_trace_processes(m);
   framescope::py::bind_session(m);
   if (!framescope::py::record_function_init(m.ptr()) || !framescope::py::c_api_init(m.ptr()) ||
       !framescope::py::eval_frame_api_init(m.ptr()) || !framescope::py::bench_hooks_init(m.ptr()) ||
-      !framescope::py::torch_ops_init(m.ptr())) {
+      !framescope::py::torch_ops_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr())) {
     throw nb::python_error();
   }
 }

@@ -15,6 +15,7 @@ import zipfile
 from typing import Sequence
 
 from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
+from framescope import clock_sync, follow, ranks
 from framescope.profiler import profile
 
 
@@ -47,10 +48,55 @@ def _parser() -> argparse.ArgumentParser:
                      help="summary order (default: self time)")
     run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
     _add_torch_options(run)
+    _add_process_options(run)
     run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
     add_trace_commands(sub)
     _add_report_parser(sub)
+    _add_merge_parser(sub)
     return parser
+
+
+def _add_process_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--no-follow", action="store_true",
+                     help="record this process only, not its Python children (multiprocessing "
+                          "workers, subprocesses of sys.executable)")
+
+
+def _add_merge_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    merge = sub.add_parser(
+        "merge",
+        help="merge saved traces of several processes or ranks into one, on one clock",
+        usage="framescope merge TRACE.fstrace ... [-o job.pftrace]",
+    )
+    merge.add_argument("inputs", nargs="+", metavar="TRACE",
+                       help="saved traces (.fstrace): e.g. the rankN.fstrace of each rank")
+    merge.add_argument("-o", "--output", default=None,
+                       help="the merged trace; its extension picks the format "
+                            "(default: merged.pftrace)")
+    merge.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
+                       help="output format (default: from -o's extension)")
+    merge.add_argument("--limit", type=int, default=0,
+                       help="rows of a summary of the merged trace to print (default: none)")
+
+
+def merge(opts: argparse.Namespace) -> int:
+    from framescope.merge import merge_files
+
+    try:
+        output, name = resolve_output(opts.output or "merged.pftrace", opts.format)
+        prof, placed, warnings = merge_files(list(opts.inputs))
+        prof.export(output, format=name)
+    except (OSError, ValueError) as exc:
+        print(f"framescope merge: {exc}", file=sys.stderr)
+        return 1
+    for part in placed:
+        print(f"framescope merge: {part.describe()}", file=sys.stderr)
+    for warning in warnings:
+        print(warning, file=sys.stderr)
+    if opts.limit > 0:
+        print(prof.summary(limit=opts.limit))
+    print(f"framescope: merged {len(placed)} traces into {output}", file=sys.stderr)
+    return 0
 
 
 def _add_report_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -139,6 +185,37 @@ def _run_script(path: str) -> None:
     exec(code, main.__dict__)
 
 
+def _rank_output(opts: argparse.Namespace, output: str, output_format: str,
+                 rank: ranks.RankInfo) -> tuple[str, str]:
+    """A rank's own output file (framescope.ranks.rank_output): ``rankN.fstrace`` by default,
+    for ``framescope merge``."""
+    if opts.output is None and opts.format is None:
+        return ranks.rank_output(None, rank), "fstrace"
+    return ranks.rank_output(output, rank), output_format
+
+
+def _start_following(opts: argparse.Namespace, profile_kwargs: dict[str, object],
+                     rank: ranks.RankInfo | None) -> follow.Follower | None:
+    """Sets up recording of the program's children (unless --no-follow) and, in a rank of a
+    job, the clock sync points (framescope.clock_sync)."""
+    if rank is not None:
+        clock_sync.install_hooks()
+    if opts.no_follow:
+        return None
+    try:
+        return follow.Follower(profile_kwargs)
+    except OSError as exc:
+        print(f"framescope run: not following child processes: {exc}", file=sys.stderr)
+        return None
+
+
+def _finish_following(prof: profile, follower: follow.Follower | None) -> None:
+    if follower is None:
+        return
+    for warning in follower.collect(prof.trace):
+        print(warning, file=sys.stderr)
+
+
 def run(opts: argparse.Namespace) -> int:
     args = list(opts.args)
     if args and args[0] == "--":
@@ -163,15 +240,25 @@ def run(opts: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"framescope run: {exc}", file=sys.stderr)
         return 2
+    rank = ranks.current()
+    if rank is not None:
+        output, output_format = _rank_output(opts, output, output_format, rank)
+    profile_kwargs = dict(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
+                          memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
+                          record_shapes=opts.record_shapes)
     try:
-        prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
-                       memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
-                       record_shapes=opts.record_shapes)
+        prof = profile(**profile_kwargs)
     except RuntimeError as exc:  # torch_ops without a usable torch
         print(f"framescope run: {exc}", file=sys.stderr)
         return 2
     code = 0
-    prof.start()
+    follower = _start_following(opts, profile_kwargs, rank)
+    try:
+        prof.start()
+    except BaseException:
+        if follower is not None:
+            follower.close()
+        raise
     try:
         if opts.module is not None:
             runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
@@ -187,9 +274,10 @@ def run(opts: argparse.Namespace) -> int:
         code = 1
     finally:
         prof.stop()
+        _finish_following(prof, follower)
         sys.stdout.flush()
         prof.export(output, format=output_format)
-        if opts.limit > 0:
+        if opts.limit > 0 and (rank is None or rank.rank == 0):  # one summary per job
             print(prof.summary(limit=opts.limit, sort_by=opts.sort), file=sys.stderr)
         print(f"framescope: trace written to {output} (backend: {prof.backend})",
               file=sys.stderr)
@@ -202,6 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(opts)
     if opts.command == "report":
         return report(opts)
+    if opts.command == "merge":
+        return merge(opts)
     return run_trace_command(opts)
 
 

@@ -10,7 +10,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import Literal
 
-from framescope import _core
+from framescope import _core, processes
 from framescope.events import EventList, MemoryEvent
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
@@ -194,6 +194,7 @@ class profile:
             _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
         self._trace: _core.Trace | None = None
         self._running = False
+        self._clock: processes.SessionClock | None = None
 
     # -- session -------------------------------------------------------------------------------
     def start(self) -> profile:
@@ -205,6 +206,7 @@ class profile:
             self._backend, why = _resolve_backend(self._requested_backend)
             if why:
                 self._start_warnings.append(why)
+        self._clock = processes.session_starting()
         frames = _current_stacks(self._backend == "frame_hook") if self.with_stack else None
         _core._start(
             record_shapes=self.record_shapes,
@@ -236,6 +238,7 @@ class profile:
 
             _torch_ops.disable()
         self._trace = _core._stop(names)
+        processes.session_stopped(self._trace, self._clock)
         for warning in self.warnings:
             print(warning, file=sys.stderr)
         return self
