@@ -10,7 +10,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import Literal
 
-from framescope import _core, processes
+from framescope import _core, processes, ranks
 from framescope.events import EventList, MemoryEvent
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
@@ -296,6 +296,8 @@ class profile:
         ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
         (framescope's own, as ``save()``), ``.html`` (the report page: a flame graph per thread
         and a summary table, framescope.report); ``.gz`` after a text format compresses it.
+        ``{rank}`` in the path becomes the rank of a multi-process job (framescope.ranks; 0
+        outside a launcher).
 
         The file is replaced atomically (a failed write leaves an older one intact). Exports
         longer than about a second show progress on stderr when it is a terminal.
@@ -306,13 +308,14 @@ class profile:
         """
         from framescope.export import export_trace
 
-        export_trace(self.trace, path, format)
+        export_trace(self.trace, ranks.expand_rank(path), format)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Writes the trace in framescope's own form (``.fstrace``: the ``serialize()`` bytes),
         which ``framescope.load(path)`` reads back and ``framescope convert`` turns into any
-        format."""
-        self.trace.save(_fspath(path))
+        format (``framescope merge`` combines the traces of several ranks: ``{rank}`` in the path
+        becomes this process's rank)."""
+        self.trace.save(_fspath(ranks.expand_rank(path)))
 
     def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
         """Writes a self-contained HTML report: a flame graph per thread and a summary table

@@ -105,3 +105,13 @@ def rank_output(path: str | None, info: RankInfo) -> str:
     if not stem:  # ".json": no stem to keep
         stem, ext = tail, ""
     return os.path.join(head, f"{stem}.rank{info.rank}{ext}")
+
+
+def expand_rank(path: os.PathLike[str] | str) -> os.PathLike[str] | str:
+    """``path`` with ``{rank}`` replaced by this process's rank (0 outside a launcher), for
+    ``profile.save("rank{rank}.fstrace")`` in a script that every rank runs."""
+    text = os.fspath(path)
+    if not isinstance(text, str) or "{rank}" not in text:
+        return path
+    info = current()
+    return text.replace("{rank}", str(info.rank if info is not None else 0))
