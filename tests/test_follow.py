@@ -20,10 +20,6 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import perfetto_reader
 
-FORK_PENDING = pytest.mark.xfail(
-    strict=True, reason="fork children need the fork handlers of issue 15 (not merged yet)")
-
-
 def framescope_run(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env.pop("FRAMESCOPE_FOLLOW", None)
@@ -80,7 +76,7 @@ _WORKER_NAMES = {"spawn": "SpawnPoolWorker", "forkserver": "ForkServerPoolWorker
                  "fork": "ForkPoolWorker"}
 
 
-@pytest.mark.parametrize("method", ["spawn", "forkserver", pytest.param("fork", marks=FORK_PENDING)])
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
 def test_pool_workers_on_their_own_process_tracks(tmp_path: Path, method: str) -> None:
     # GIVEN a Pool(4) program whose four workers each run one task
     write(tmp_path / "pool.py", POOL)
@@ -250,3 +246,91 @@ def test_children_get_the_parents_options(tmp_path: Path) -> None:
     child = next(pid for pid, n in names.items() if "sorted" in n)
     assert any(e["ph"] == "X" and e["pid"] == child and "sorted" in e["name"]
                for e in data["traceEvents"])
+
+
+OS_FORK = """
+    import os, sys
+
+    def before_fork():
+        return 1
+
+    def in_child():
+        return sum(range(1000))
+
+    def in_parent():
+        return 2
+
+    before_fork()
+    pid = os.fork()
+    if pid == 0:
+        in_child()
+        if sys.argv[1] == "_exit":
+            os._exit(0)
+        sys.exit(0)  # atexit runs in the child too
+    in_parent()
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.parametrize("how", ["_exit", "exit"])
+def test_os_fork_child_records_from_the_fork(tmp_path: Path, how: str) -> None:
+    # GIVEN a program that forks with os.fork(); the child ends with os._exit or sys.exit
+    write(tmp_path / "forks.py", OS_FORK)
+    r = framescope_run(tmp_path, "-o", "t.json", "forks.py", how)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0"
+    assert "missing" not in r.stderr, r.stderr
+    data = json.loads((tmp_path / "t.json").read_text())
+    xs = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    names = {e["pid"]: e["args"]["name"] for e in data["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert len(names) == 2, names
+    by_name: dict[str, set[int]] = defaultdict(set)
+    for e in xs:
+        by_name[e["name"].split(": ")[-1]].add(e["pid"])
+    parent, child = by_name["in_parent"], by_name["in_child"]
+    assert len(parent) == len(child) == 1 and parent != child
+    # THEN the child's trace starts at the fork: what ran before it is the parent's only
+    assert by_name["before_fork"] == parent
+    child_pid = next(iter(child))
+    child_start = min(e["ts"] for e in xs if e["pid"] == child_pid)
+    before = next(e for e in xs if e["name"].endswith(": before_fork"))
+    assert child_start >= before["ts"] + before["dur"]
+
+
+def test_no_follow_fork_child_leaves_the_parents_trace_alone(tmp_path: Path) -> None:
+    # GIVEN --no-follow and a forked child that exits through sys.exit (running atexit)
+    write(tmp_path / "forks.py", OS_FORK)
+    r = framescope_run(tmp_path, "--no-follow", "-o", "t.json", "forks.py", "exit")
+    assert r.returncode == 0, r.stderr
+    # THEN the trace is the parent's, not overwritten by the child's
+    data = json.loads((tmp_path / "t.json").read_text())
+    pids = {e["pid"] for e in data["traceEvents"] if e["ph"] == "X"}
+    names = {e["name"].split(": ")[-1] for e in data["traceEvents"] if e["ph"] == "X"}
+    assert len(pids) == 1 and "in_parent" in names and "in_child" not in names
+
+
+def test_grandchildren_are_followed(tmp_path: Path) -> None:
+    # GIVEN a spawned child that forks a worker of its own
+    write(tmp_path / "nested.py", """
+        import multiprocessing as mp
+
+        def grandchild_task():
+            return 3
+
+        def child_task():
+            p = mp.get_context("fork").Process(target=grandchild_task, name="Grandchild")
+            p.start(); p.join()
+
+        if __name__ == "__main__":
+            p = mp.get_context("spawn").Process(target=child_task, name="Child")
+            p.start(); p.join()
+    """)
+    r = framescope_run(tmp_path, "-o", "t.pftrace", "nested.py")
+    assert r.returncode == 0, r.stderr
+    names = process_names(tmp_path / "t.pftrace")
+    by_pid = slices_by_pid(tmp_path / "t.pftrace")
+    assert sorted(n for n in names.values() if not n.startswith("python")) == ["Child", "Grandchild"]
+    grandchild = next(pid for pid, n in names.items() if n == "Grandchild")
+    assert any(s.name.endswith(": grandchild_task") for s in by_pid[grandchild])

@@ -27,6 +27,9 @@ class ChunkPool {
   /// Faults in free chunks until `bytes` are available without page faults.
   void reserve(size_t bytes) noexcept;
   size_t free_chunks() const;
+  /// Takes / releases the pool's mutex around fork() (session.cpp's handlers only).
+  void lock_for_fork() noexcept { mutex_.lock(); }
+  void unlock_after_fork() noexcept { mutex_.unlock(); }
 
  private:
   mutable std::mutex mutex_;

@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "fork_safety.h"
 #include "framescope/debug_info.h"
 #include "framescope/internal/thread_buffer.h"
 #include "session_impl.h"
@@ -173,6 +174,9 @@ void report_callback_exception(const char* where) {
 }
 
 }  // namespace
+
+void lock_callbacks_for_fork() noexcept { globals().mutex.lock(); }
+void unlock_callbacks_after_fork() noexcept { globals().mutex.unlock(); }
 
 std::shared_ptr<ThreadLocalCallbacks> capture_thread_local_callbacks() { return t_callbacks; }
 

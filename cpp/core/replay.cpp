@@ -105,6 +105,47 @@ class PartBuilder {
   std::unordered_map<std::string, uint32_t> index_;
 };
 
+// What recycled chunks (keep-newest) or the parent process (after a fork) left open on a
+// thread (ThreadBuffer::Snapshot::carried) becomes a run of slots of its own, replayed first,
+// numbered right below the kept slots as the stored form wants (runs follow one another): carried
+// event i gets seq S + i and kept slot k gets S + c + k, with c carried events and
+// S = max(first_seq, c) - c. Range ends and async ends that refer to a begin by its recorded seq
+// are renumbered; an end whose begin was lost refers to nothing. Side records of carried ranges
+// follow the thread's own (their payloads are renumbered too).
+void prepend_carried(RawThread& t, PartThread& pt, TracePart& part) {
+  auto& d = t.data;
+  const uint64_t c = d.carried.size();
+  const uint64_t first = d.first_seq;
+  const uint64_t start = std::max(first, c) - c;
+  const uint64_t shift = start + c - first;  // added to the kept slots' seqs
+  std::unordered_map<uint64_t, uint64_t> carried_seq;  // recorded seq -> new seq
+  for (uint64_t i = 0; i < c; ++i) {
+    RawEvent& e = d.carried[i];
+    if (!is_compact_pair(e.word) && kind_of(e.word) == EventKind::kRangeBeginSide) {
+      e.word = pack_word(EventKind::kRangeBeginSide,
+                         d.details_base + d.details.size() + payload_of(e.word));
+    }
+    if (d.carried_seq[i] != ThreadBuffer::kDroppedSeq) carried_seq[d.carried_seq[i]] = start + i;
+  }
+  auto renumber = [&](uint64_t seq) -> uint64_t {
+    if (seq >= first) return seq + shift;
+    auto it = carried_seq.find(seq);
+    return it != carried_seq.end() ? it->second : kPayloadMask;  // (no begin has that seq)
+  };
+  for (RawEvent& e : d.events) {
+    if (!is_compact_pair(e.word) && kind_of(e.word) == EventKind::kRangeEnd) {
+      e.word = pack_word(EventKind::kRangeEnd, renumber(payload_of(e.word)));
+    }
+  }
+  for (PartAsyncEnd& ae : part.async_ends) {
+    if (ae.buffer_index == t.buffer_index) ae.begin_seq = renumber(ae.begin_seq);
+  }
+  pt.first_seq = start;
+  part.owned_slots.push_back(std::move(d.carried));
+  const auto& slots = part.owned_slots.back();
+  pt.runs.push_back({slots.data(), slots.size()});
+}
+
 }  // namespace
 
 std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolver,
@@ -161,7 +202,7 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
     }
     const auto& d = t.data;
     pt.ranges_base = d.details_base;
-    for (const RangeDetail& rd : d.details) {
+    auto store_range = [&](const RangeDetail& rd) {
       StoredRange r;
       r.symbol = b.intern_name(rd.name);
       r.scope = rd.scope;
@@ -175,11 +216,18 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
         r.detail = uint32_t(part->details.size() - 1);
       }
       pt.ranges.push_back(r);
-    }
+    };
+    for (const RangeDetail& rd : d.details) store_range(rd);
+    for (const RangeDetail& rd : d.carried_details) store_range(rd);
     pt.marks_base = d.strings_base;
     for (const std::string& s : d.strings) pt.marks.push_back(b.intern_name(s));
     pt.memory_base = d.memory_base;
     pt.memory = d.memory;
+    if (!t.data.carried.empty()) {
+      b.scan(t.data.carried);
+      part->recorded_events += count_events(t.data.carried);
+      prepend_carried(t, pt, *part);
+    }
     // The slots themselves are kept as recorded (moved, not copied).
     part->owned_slots.push_back(std::move(t.data.events));
     const auto& slots = part->owned_slots.back();

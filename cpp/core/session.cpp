@@ -1,11 +1,14 @@
 // cpp/core/session.cpp: enabling and stopping the process-wide session, thread attachment.
 #include "framescope/session.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "chunk_pool.h"
+#include "fork_safety.h"
 #include "framescope/debug_info.h"
 #include "framescope/record_function.h"
 #include "session_impl.h"
@@ -53,7 +56,7 @@ Session::Session(const SessionConfig& cfg, uint64_t e)
 std::shared_ptr<ThreadBuffer> Session::create_buffer() {
   std::lock_guard<std::mutex> lock(mutex);
   if (stopped) return nullptr;
-  auto buffer = std::make_shared<ThreadBuffer>(this, uint32_t(buffers.size()));
+  auto buffer = std::make_shared<ThreadBuffer>(this, next_buffer_index);
   buffer->os_tid = os_thread_id();
   buffer->pthread_id = pthread_thread_id();
   buffer->logical_tid = current_thread_id();
@@ -61,6 +64,7 @@ std::shared_ptr<ThreadBuffer> Session::create_buffer() {
   buffer->record_shapes = config.record_shapes;
   buffer->profile_memory = config.profile_memory;
   buffers.push_back(buffer);
+  ++next_buffer_index;
   return buffer;
 }
 
@@ -99,6 +103,58 @@ void Session::add_async_end(const AsyncEnd& end) {
 void Session::add_warning(std::string message) {
   std::lock_guard<std::mutex> lock(warnings_mutex);
   warnings.push_back(std::move(message));
+}
+
+void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) noexcept {
+  const uint64_t parent_tid = kept ? kept->os_tid : 0;
+  const uint64_t pthread_id = pthread_thread_id();
+  std::vector<InitialStack> stacks;
+  for (auto& buffer : buffers) {
+    // Threads that exited before the fork, or that do not exist in the child: their events are
+    // the parent's. Their owners are gone, so nothing appends to these chunks any more.
+    if (buffer.get() != kept) buffer->release_chunks();
+  }
+  buffers.erase(std::remove_if(buffers.begin(), buffers.end(),
+                               [kept](const auto& b) { return b.get() != kept; }),
+                buffers.end());
+  start_ticks = fork_ticks;
+  async_ends.clear();  // ranges that ended before the fork
+  chunks_in_use_.store(0, std::memory_order_relaxed);
+  limit_warned_.store(false, std::memory_order_relaxed);
+  // Frames that were running on the forking thread when the session started (and still were at
+  // the fork) are open slices from the child's start too: keep that thread's initial stack, as
+  // the closes among its parent-side events leave it.
+  for (InitialStack& stack : initial_stacks) {
+    if (stack.os_tid ? stack.os_tid != parent_tid : stack.pthread_id != pthread_id) continue;
+    stacks.push_back(std::move(stack));
+    break;
+  }
+  initial_stacks = std::move(stacks);
+  if (!kept) {
+    initial_stacks.clear();
+    return;
+  }
+  const uint64_t child_tid = os_thread_id();
+  std::vector<RawEvent> closes = kept->restart_in_fork_child(fork_ticks, child_tid);
+  if (initial_stacks.empty()) return;
+  InitialStack& stack = initial_stacks.front();
+  stack.os_tid = child_tid;
+  for (const RawEvent& close : closes) {  // replay's rules for pre-existing frames
+    if (stack.keys.empty()) break;
+    if (kind_of(close.word) == EventKind::kPyReturn) {
+      stack.keys.pop_back();
+      stack.frame_addresses.resize(std::min(stack.frame_addresses.size(), stack.keys.size()));
+    } else {  // kPyAnchor: the frame at this address runs, those above it have returned
+      const uint64_t address = payload_of(close.word);
+      for (size_t i = stack.frame_addresses.size(); i-- > 0;) {
+        if (stack.frame_addresses[i] == address) {
+          stack.keys.resize(i + 1);
+          stack.frame_addresses.resize(i + 1);
+          break;
+        }
+      }
+    }
+  }
 }
 
 ThreadBuffer* attach_current_thread() noexcept {
@@ -215,11 +271,14 @@ RawTracePtr disable_profiler() {
   }
   if (session->config.start_stop_marks) mark("__stop_profile");
   uint64_t stop_ticks = now_ticks();
-  {
-    std::lock_guard<std::mutex> lock(g_session_mutex);
-    g_session_epoch.store(0, std::memory_order_release);
-    g_session.reset();
+  // Held until every buffer is collected: a fork meanwhile (fork_prepare takes this mutex
+  // first) waits, so that the child never inherits a buffer mutex held by this thread.
+  std::lock_guard<std::mutex> global_lock(g_session_mutex);
+  if (g_session != session) {
+    throw SessionError("framescope: no profiling session is enabled");  // stopped meanwhile
   }
+  g_session_epoch.store(0, std::memory_order_release);
+  g_session.reset();
   internal::g_range_consumers.fetch_sub(1, std::memory_order_relaxed);
   // Pop our marker if it is on top (it is unless the caller left guards unbalanced).
   if (ThreadLocalDebugInfo::peek(DebugInfoKind::kProfilerState)) {
@@ -262,6 +321,76 @@ RawTracePtr disable_profiler() {
 }
 
 namespace internal {
+
+// ---- fork ----------------------------------------------------------------------------------
+// fork() copies only the calling thread. Any core mutex another thread held at that moment
+// would stay locked forever in the child (stop() there deadlocked), and the data it guards could
+// be half-updated. So the prepare handler takes every core mutex, in the lock order of
+// session_impl.h, before the process is copied, and both sides release them afterwards.
+// Threads that record without locks (the append fast path) only touch their own newest chunk;
+// in the child those threads do not exist and their buffers are dropped.
+//
+// Stated behaviour (README, "Processes"): in the child, a running session goes on recording
+// into the child's own trace, which starts at the fork. Only the forking thread survives: its
+// frames and ranges open at the fork are open slices from the child's start, the events it
+// recorded before belong to the parent's trace, and every other thread's buffer is dropped.
+// The parent's session is unaffected.
+namespace {
+
+std::shared_ptr<Session> g_fork_session;  // the session locked by fork_prepare()
+
+void fork_prepare() noexcept {
+  g_session_mutex.lock();
+  g_fork_session = g_session;
+  if (g_fork_session) {
+    g_fork_session->mutex.lock();
+    for (auto& buffer : g_fork_session->buffers) buffer->lock_for_fork();
+    g_fork_session->warnings_mutex.lock();
+  }
+  ChunkPool::instance().lock_for_fork();
+  lock_callbacks_for_fork();
+}
+
+void fork_release_locks() noexcept {
+  unlock_callbacks_after_fork();
+  ChunkPool::instance().unlock_after_fork();
+  if (g_fork_session) {
+    g_fork_session->warnings_mutex.unlock();
+    for (auto& buffer : g_fork_session->buffers) buffer->unlock_after_fork();
+    g_fork_session->mutex.unlock();
+  }
+  g_session_mutex.unlock();
+}
+
+void fork_parent() noexcept {
+  fork_release_locks();
+  g_fork_session.reset();
+}
+
+void fork_child() noexcept {
+  // The forking thread took the locks, and it is the one thread of the child: releasing them
+  // here is what pthread_atfork is for (all are default, non-robust mutexes).
+  fork_release_locks();
+  std::shared_ptr<Session> session = std::move(g_fork_session);
+  if (!session) return;
+  std::lock_guard<std::mutex> global_lock(g_session_mutex);
+  std::lock_guard<std::mutex> lock(session->mutex);
+  ThreadBuffer* kept =
+      t_owner.buffer && t_owner.buffer->epoch == session->epoch ? t_owner.buffer.get() : nullptr;
+  session->continue_in_fork_child(kept, now_ticks());
+}
+
+}  // namespace
+
+bool install_fork_handlers() noexcept {
+  static const bool installed = pthread_atfork(fork_prepare, fork_parent, fork_child) == 0;
+  return installed;
+}
+
+namespace {
+// Installed when the core is loaded, before any thread of it can hold a lock.
+[[maybe_unused]] const bool g_fork_handlers_installed = install_fork_handlers();
+}  // namespace
 
 uint32_t register_compact_key(uint64_t epoch, uint64_t key) noexcept {
   std::shared_ptr<Session> session;

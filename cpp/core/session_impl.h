@@ -37,6 +37,10 @@ class Session {
   void warn_limit_once() noexcept;
   void add_async_end(const AsyncEnd& end);
   void add_warning(std::string message);
+  /// In a forked child (single-threaded, see session.cpp): the session goes on in the child
+  /// with `kept` (the forking thread's buffer, or null) as its only buffer, starting at
+  /// `fork_ticks`. Other threads' chunks go back to the pool.
+  void continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) noexcept;
 
   const SessionConfig config;
   const uint64_t epoch;
@@ -44,9 +48,12 @@ class Session {
   ClockConverter clock;
   uint64_t start_ticks = 0;
 
+  // Lock order: g_session_mutex (session.cpp), then `mutex`, then ThreadBuffer mutexes, then
+  // `warnings_mutex` and the ChunkPool's (the fork handlers take them all in this order).
   std::mutex mutex;
   bool stopped = false;  // set under `mutex` by disable_profiler() before it collects buffers
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
+  uint32_t next_buffer_index = 0;  // buffer indices stay unique when a fork drops buffers
   std::vector<InitialStack> initial_stacks;
   std::vector<AsyncEnd> async_ends;
   std::vector<uint64_t> compact_keys;  // index of a compact call -> its Python key

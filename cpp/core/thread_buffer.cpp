@@ -26,6 +26,9 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
       // only one; the owner is the caller, so nothing else writes to it).
       Chunk oldest = chunks_.front();
       chunks_.pop_front();
+      // The ranges and calls that enclose the kept events must stay visible: their begins (and
+      // the side records they need) are carried before the records go.
+      carry_open_begins(oldest, oldest.capacity);
       dropped_.fetch_add(oldest.capacity, std::memory_order_relaxed);
       // Records referenced only by the recycled chunk go with it: those below the first
       // records the remaining chunks (or the event being appended) may reference.
@@ -103,6 +106,139 @@ void ThreadBuffer::release_side_records_below(const SideRecordMarks& keep) noexc
   release(memory_, memory_base_, keep.memory);
 }
 
+void ThreadBuffer::carry_open_begins(const Chunk& chunk, size_t slots) noexcept {
+  auto is_python = [](uint64_t word) {
+    return is_compact_pair(word) || kind_of(word) == EventKind::kPyCall;
+  };
+  auto remove_innermost = [this](auto&& matches) {
+    for (size_t i = open_begins_.size(); i-- > 0;) {
+      if (matches(open_begins_[i])) {
+        open_begins_.erase(open_begins_.begin() + long(i));
+        return true;
+      }
+    }
+    return false;
+  };
+  auto push = [this](uint64_t ticks, uint64_t word, uint64_t seq) {
+    if (open_begins_.size() >= kMaxCarried) {
+      open_begins_.erase(open_begins_.begin());  // the outermost begin is lost
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+    open_begins_.push_back({ticks, word, seq});
+  };
+  // A Python return with no carried call closes a frame that was running at the session start
+  // (replay pops it from the initial stack), as an anchor may.
+  auto close_initial = [this](uint64_t ticks, uint64_t word) {
+    if (initial_closes_.size() >= kMaxInitialCloses) {
+      initial_closes_.erase(initial_closes_.begin());
+    }
+    initial_closes_.push_back({ticks, word});
+  };
+  try {
+    uint64_t base = 0;
+    auto compact = [&](uint64_t e) {
+      const uint64_t ticks = base + compact_delta(e);
+      if (compact_is_return(e)) {
+        if (!remove_innermost([&](const OpenBegin& b) { return is_python(b.word); })) {
+          close_initial(ticks, pack_word(EventKind::kPyReturn, 0));
+        }
+      } else {
+        push(ticks, e & ~(kCompactDeltaLimit - 1), 0);
+      }
+    };
+    for (size_t i = 0; i < slots; ++i) {
+      const RawEvent& e = chunk.events[i];
+      const uint64_t seq = chunk.first_seq + i;
+      if (is_compact_pair(e.word)) {
+        compact(e.word);
+        if (e.ticks != 0) compact(e.ticks);
+        continue;
+      }
+      const uint64_t payload = payload_of(e.word);
+      switch (kind_of(e.word)) {
+        case EventKind::kRangeBegin:
+        case EventKind::kPyCall:
+        case EventKind::kCCall:
+          push(e.ticks, e.word, seq);
+          break;
+        case EventKind::kRangeBeginSide:
+          if (payload >= details_base_ && payload - details_base_ < details_.size()) {
+            open_details_.push_back(details_[payload - details_base_]);
+            push(e.ticks, pack_word(EventKind::kRangeBeginSide, open_details_.size() - 1), seq);
+          }
+          break;
+        case EventKind::kRangeEnd:
+          remove_innermost([&](const OpenBegin& b) {
+            const EventKind k = is_compact_pair(b.word) ? EventKind::kPadding : kind_of(b.word);
+            return (k == EventKind::kRangeBegin || k == EventKind::kRangeBeginSide) &&
+                   b.seq == payload;
+          });
+          break;
+        case EventKind::kPyReturn:
+          if (!remove_innermost([&](const OpenBegin& b) { return is_python(b.word); })) {
+            close_initial(e.ticks, e.word);
+          }
+          break;
+        case EventKind::kCReturn:
+          remove_innermost([](const OpenBegin& b) {
+            return !is_compact_pair(b.word) && kind_of(b.word) == EventKind::kCCall;
+          });
+          break;
+        case EventKind::kPyAnchor:
+          close_initial(e.ticks, e.word);
+          break;
+        case EventKind::kBase:
+          base = e.ticks;
+          break;
+        default:
+          break;
+      }
+    }
+    // Drop the side records of carried ranges that closed meanwhile (renumbering the rest).
+    size_t side = 0;
+    for (const OpenBegin& b : open_begins_) {
+      side += !is_compact_pair(b.word) && kind_of(b.word) == EventKind::kRangeBeginSide;
+    }
+    if (open_details_.size() > 2 * side + 64) {
+      std::vector<RangeDetail> kept;
+      kept.reserve(side);
+      for (OpenBegin& b : open_begins_) {
+        if (is_compact_pair(b.word) || kind_of(b.word) != EventKind::kRangeBeginSide) continue;
+        kept.push_back(std::move(open_details_[payload_of(b.word)]));
+        b.word = pack_word(EventKind::kRangeBeginSide, kept.size() - 1);
+      }
+      open_details_ = std::move(kept);
+    }
+  } catch (...) {
+    // Out of memory: the carried begins are lost (the events themselves were counted dropped).
+    open_begins_.clear();
+    open_details_.clear();
+  }
+}
+
+std::vector<RawEvent> ThreadBuffer::restart_in_fork_child(uint64_t fork_ticks,
+                                                          uint64_t os_tid) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t committed = committed_.load(std::memory_order_relaxed);
+  for (const Chunk& c : chunks_) {
+    if (c.first_seq >= committed) break;
+    carry_open_begins(c, size_t(std::min<uint64_t>(c.capacity, committed - c.first_seq)));
+    ChunkPool::instance().release(c.events);
+  }
+  chunks_.clear();
+  cursor_ = limit_ = nullptr;
+  pending_pair_ = nullptr;
+  base_window_ = 0;
+  release_side_records_below(side_marks_from(0));  // records of the parent's events
+  full_ = false;
+  dropped_.store(0, std::memory_order_relaxed);
+  carried_floor_ticks_ = fork_ticks;
+  this->os_tid = os_tid;
+  std::vector<RawEvent> closes;
+  closes.swap(initial_closes_);
+  return closes;
+}
+
 uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) noexcept {
   uint64_t index;
   {
@@ -170,6 +306,25 @@ ThreadBuffer::Snapshot ThreadBuffer::snapshot() const {
   s.strings_base = strings_base_;
   s.memory_base = memory_base_;
   s.dropped = dropped_.load(std::memory_order_relaxed);
+  if (!open_begins_.empty() || !initial_closes_.empty()) {
+    const uint64_t floor = carried_floor_ticks_;
+    auto add = [&s, floor](uint64_t ticks, uint64_t word, uint64_t seq) {
+      s.carried.push_back({std::max(ticks, floor), word});
+      s.carried_seq.push_back(seq);
+    };
+    for (const RawEvent& e : initial_closes_) add(e.ticks, e.word, kDroppedSeq);
+    for (const OpenBegin& b : open_begins_) {
+      if (is_compact_pair(b.word)) {
+        // A compact call needs a base: one of its own, with the call at delta 0.
+        add(b.ticks, pack_word(EventKind::kBase, 0), kDroppedSeq);
+        s.carried.push_back({0, b.word});
+        s.carried_seq.push_back(kDroppedSeq);
+      } else {
+        add(b.ticks, b.word, b.seq);
+      }
+    }
+    s.carried_details = open_details_;
+  }
   return s;
 }
 

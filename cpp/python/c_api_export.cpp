@@ -7,6 +7,7 @@
 #include "framescope/record_function.h"
 #include "framescope/session.h"
 #include "tracer_api.h"
+#include "utf8.h"
 
 struct framescope_range {
   framescope::RecordFunction range{framescope::RecordScope::kUserScope};
@@ -24,7 +25,18 @@ framescope_range* range_enter(const char* name) {
     delete r;
     return nullptr;
   }
-  r->range.before(std::string_view(name));
+  // Names from C are bytes: ill-formed UTF-8 is repaired here, where it enters the core, so
+  // that every reader and writer downstream sees valid text (a copy only in that case).
+  const std::string_view bytes(name);
+  if (FRAMESCOPE_LIKELY(internal::is_valid_utf8(bytes))) {
+    r->range.before(bytes);
+  } else {
+    try {
+      r->range.before(std::string_view(internal::to_valid_utf8(bytes)));
+    } catch (...) {  // out of memory: the range goes unnamed (the C ABI never throws)
+      r->range.before(std::string_view("?"));
+    }
+  }
   return r;
 }
 
@@ -35,7 +47,11 @@ void range_exit(framescope_range* r) {
 }
 
 void c_mark(const char* name) {
-  if (name) framescope::mark(name);
+  if (!name) return;
+  try {
+    framescope::mark(internal::to_valid_utf8(name));
+  } catch (...) {  // out of memory: no mark (the C ABI never throws)
+  }
 }
 
 int is_enabled() { return profiler_enabled() ? 1 : 0; }

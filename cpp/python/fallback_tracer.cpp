@@ -8,6 +8,7 @@
 #include "frame_hook.h"
 #include "framescope/clock.h"
 #include "py_compat.h"
+#include "thread_names.h"
 #include "tracer.h"
 #include "tracer_api.h"
 
@@ -307,6 +308,7 @@ int profile_callback(PyObject*, PyFrameObject* frame, int what, PyObject* arg) {
 PyObject* thread_start_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!g_fb.running) Py_RETURN_NONE;
   PyEval_SetProfile(profile_callback, nullptr);
+  thread_names_note_current();  // _bootstrap_inner ran before this thread had a profile function
   if (nargs == 3 && PyFrame_Check(args[0]) && PyUnicode_Check(args[1])) {
     const char* ev = PyUnicode_AsUTF8(args[1]);
     int what = -1;

@@ -7,6 +7,7 @@ namespace nb = nanobind;
 
 namespace framescope::py {
 void bind_session(nb::module_& m);
+void bind_session_control(nb::module_& m);  // session_control.cpp
 void bind_trace(nb::module_& m);
 void bind_trace_processes(nb::module_& m);  // bindings_processes.cpp
 bool bench_hooks_init(PyObject* module);  // bench_hooks.cpp (benchmarks)
@@ -19,6 +20,7 @@ NB_MODULE(_core, m) {
   framescope::py::bind_trace(m);
   framescope::py::bind_trace_processes(m);
   framescope::py::bind_session(m);
+  framescope::py::bind_session_control(m);
   if (!framescope::py::record_function_init(m.ptr()) || !framescope::py::c_api_init(m.ptr()) ||
       !framescope::py::eval_frame_api_init(m.ptr()) || !framescope::py::bench_hooks_init(m.ptr()) ||
       !framescope::py::torch_ops_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr())) {

@@ -11,6 +11,7 @@
 
 #include "framescope/internal/thread_buffer.h"
 #include "framescope/record_function.h"
+#include "py_text.h"
 #include "record_function_internal.h"
 #include "tracer_api.h"
 
@@ -148,14 +149,24 @@ bool begin_python_range(RecordFunction& range, PyObject* name, PyObject* args,
   anchor_outermost_range();
   Py_ssize_t size = 0;
   const char* utf8 = PyUnicode_AsUTF8AndSize(name, &size);  // cached by the str
-  if (!utf8) return false;
+  if (FRAMESCOPE_UNLIKELY(!utf8)) {
+    // Lone surrogates ("w\udcff"): the name is kept with U+FFFD in their place (a copy).
+    PyErr_Clear();
+    cache.name_is_c_string = -1;
+    const std::string repaired = utf8_of(name);
+    if (range.needs_inputs() && args != Py_None) {
+      range.before(repaired, {RangeInput::of_string(utf8_of(args))});
+    } else {
+      range.before(std::string_view(repaired));
+    }
+    return true;
+  }
   if (FRAMESCOPE_UNLIKELY(cache.name_is_c_string == 0)) {
     cache.name_is_c_string = size_t(size) == strlen(utf8) ? 1 : -1;
   }
   if (range.needs_inputs() && args != Py_None) {
-    const char* a = PyUnicode_AsUTF8(args);
-    if (!a) return false;
-    range.before(std::string_view(utf8, size_t(size)), {RangeInput::of_string(a)});
+    // The whole text, NUL characters and lone surrogates included (utf8_of keeps NULs).
+    range.before(std::string_view(utf8, size_t(size)), {RangeInput::of_string(utf8_of(args))});
   } else if (cache.name_is_c_string > 0) {
     uint64_t epoch = internal::g_session_epoch.load(std::memory_order_relaxed);
     if (epoch && cache.pinned_epoch != epoch) {

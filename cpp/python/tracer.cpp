@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "frame_hook.h"
+#include "py_text.h"
+#include "thread_names.h"
 
 namespace framescope::py {
 
@@ -55,13 +57,7 @@ PyObject* first_argument(PyCodeObject* code, FsFrame* frame) {
 
 std::string unicode_to_string(PyObject* s) {
   if (!s || !PyUnicode_Check(s)) return "<?>";
-  Py_ssize_t n = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(s, &n);
-  if (!data) {
-    PyErr_Clear();
-    return "<?>";
-  }
-  return std::string(data, size_t(n));
+  return utf8_of(s);  // U+FFFD for lone surrogates (undecodable bytes of a file name)
 }
 
 std::string prune_path(const std::string& file) {
@@ -112,6 +108,9 @@ constexpr int kGeneratorCodeFlags = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENER
 
 uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
   if (!g_session) return 0;
+  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<PyObject*>(code) == g_thread_bootstrap_code)) {
+    thread_names_note_started(first_argument(code, frame));  // a Thread starts running
+  }
   CodeExtra* extra = get_or_create_code_extra(code);
   if (!extra) {
     PyErr_Clear();

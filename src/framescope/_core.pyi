@@ -10,6 +10,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 # --- sessions and ranges
 
 def _start(
+    owner: object,
     record_shapes: bool,
     profile_memory: bool,
     with_flops: bool,
@@ -20,11 +21,25 @@ def _start(
     memory_limit: int,
     keep_newest: bool,
     propagated_only: bool = False,
+    torch_ops: bool = False,
 ) -> None:
-    """Starts the session (RuntimeError if one runs, ValueError for a bad backend)."""
+    """Starts the session for ``owner`` (a profile) and sets ``owner._running = True`` and
+    ``owner._trace = None`` in the same call (RuntimeError if a session runs, ValueError for a
+    bad backend)."""
 
-def _stop(thread_names: list[tuple[int, str]] | None) -> Trace:
-    """Stops the session and keeps its events as a stored Trace."""
+def _stop(owner: object, keep: bool = True) -> bool:
+    """Stops the session ``owner`` started; its Trace (None unless ``keep``) goes to
+    ``owner._trace`` and ``owner._running`` becomes False, in the same call. False, changing
+    nothing, when ``owner`` does not own the running session."""
+
+def _session_owner() -> object | None:
+    """The profile object whose session runs, or None."""
+
+# framescope.profile's start, stop, __enter__ and __exit__ (instance methods written in C).
+def _profile_start(self: Any) -> Any: ...
+def _profile_enter(self: Any) -> Any: ...
+def _profile_stop(self: Any) -> Any: ...
+def _profile_exit(self: Any, exc_type: Any, exc: Any, tb: Any) -> None: ...
 
 def is_enabled() -> bool:
     """True while a framescope session records."""
@@ -38,7 +53,8 @@ def _set_stack_segment_budget(bytes: int) -> int:
 def _stack_segments_supported() -> bool:
     """True when the frame hook can continue deep recursion on stack segments here."""
 def mark(name: str) -> None:
-    """Records an instant event on the calling thread; no-op without a session."""
+    """Records an instant event on the calling thread; no-op without a session. TypeError for a
+    name that is not a str; lone surrogates are stored as U+FFFD."""
 
 def record_memory(
     address: int, bytes: int, total_allocated: int, total_reserved: int = 0, device: int = -1
@@ -199,22 +215,54 @@ def _torch_ops_disable() -> None:
 # --- eval_frame API
 # (cpp/python/eval_frame_*.cpp; public names and docs in framescope.eval_frame)
 
-from collections.abc import Iterator, Mapping, ItemsView, KeysView, ValuesView
+import enum
+from collections.abc import Iterator, Mapping, MutableMapping, ItemsView, KeysView, ValuesView
 from typing import final, overload
+
+class FrameAction(enum.IntEnum):
+    """What an intercepted frame does (torch's FrameAction)."""
+
+    DEFAULT = 0
+    SKIP = 1
+    RUN_ONLY = 2
+
+@final
+class FrameExecStrategy:
+    """torch's FrameExecStrategy: what frames of a code do, and what every frame they call does."""
+
+    def __init__(
+        self,
+        cur_action: FrameAction | int = ...,
+        recursive_action: FrameAction | int = ...,
+        apply_to_code: bool = True,
+    ) -> None: ...
+    @property
+    def cur_action(self) -> FrameAction: ...
+    @property
+    def recursive_action(self) -> FrameAction: ...
+    @property
+    def apply_to_code(self) -> bool: ...
 
 @final
 class GuardedCode:
     """What an eval_frame callback returns: run ``code`` now, and later when ``check_fn`` holds."""
 
-    def __init__(self, code: CodeType, check_fn: Callable[[Mapping[str, Any]], Any]) -> None: ...
+    def __init__(
+        self,
+        code: CodeType,
+        check_fn: Callable[[Mapping[str, Any]], Any],
+        strategy: FrameExecStrategy | None = None,
+    ) -> None: ...
     @property
     def code(self) -> CodeType: ...
     @property
     def check_fn(self) -> Callable[[Mapping[str, Any]], Any]: ...
+    @property
+    def strategy(self) -> FrameExecStrategy | None: ...
 
 @final
 class CacheEntry:
-    """A cached entry of a code object; after reset_code() every attribute reads None."""
+    """A cached entry of a code object; after reset_code() code and check_fn read None."""
 
     @property
     def code(self) -> CodeType | None: ...
@@ -222,12 +270,16 @@ class CacheEntry:
     def check_fn(self) -> Callable[[Mapping[str, Any]], Any] | None: ...
     @property
     def next(self) -> CacheEntry | None: ...
+    @property
+    def isolation(self) -> object: ...
 
 @final
-class FrameLocals(Mapping[str, Any]):
-    """Read-only f_locals of an intercepted frame (a copy of the values once the lookup ended)."""
+class FrameLocals(MutableMapping[str, Any]):
+    """f_locals of an intercepted frame (torch's frame locals); writes never reach the frame."""
 
     def __getitem__(self, key: str) -> Any: ...
+    def __setitem__(self, key: str, value: Any) -> None: ...
+    def __delitem__(self, key: str) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[str]: ...
     def __contains__(self, key: object) -> bool: ...
@@ -247,7 +299,7 @@ class EvalFrame:
     @property
     def f_code(self) -> CodeType: ...
     @property
-    def f_locals(self) -> FrameLocals | dict[str, Any]: ...
+    def f_locals(self) -> FrameLocals: ...
     @property
     def f_globals(self) -> dict[str, Any]: ...
     @property
@@ -258,25 +310,42 @@ class EvalFrame:
     def f_lineno(self) -> int: ...
     @property
     def f_back(self) -> FrameType | None: ...
+    @property
+    def closure(self) -> tuple[Any, ...]: ...
+
+_EvalCallback = (
+    None
+    | bool
+    | Callable[
+        [EvalFrame, CacheEntry | None, dict[str, Any]],
+        GuardedCode | FrameExecStrategy | None,
+    ]
+)
+_GuardHook = Callable[
+    [Callable[[Mapping[str, Any]], Any], CodeType, Mapping[str, Any], int, bool], Any
+]
 
 def set_eval_frame(
-    callback: None
-    | bool
-    | Callable[[EvalFrame, CacheEntry | None, dict[str, Any]], GuardedCode | None],
+    callback: _EvalCallback,
     /,
+    *,
+    isolate: object = False,
+    guard_errors: str = "raise",
 ) -> Any: ...
+def get_eval_frame_callback() -> Any: ...
+def _eval_frame_setting() -> tuple[Any, Any, str]: ...
 def skip_code(code: CodeType, /) -> None: ...
+def set_code_exec_strategy(code: CodeType, strategy: FrameExecStrategy, /) -> None: ...
+def get_code_exec_strategy(code: CodeType, /) -> FrameExecStrategy: ...
 def reset_code(code: CodeType, /) -> None: ...
+def reset() -> None: ...
 def cache_entries(code: CodeType, /) -> list[CacheEntry]: ...
 def is_skipped(code: CodeType, /) -> bool: ...
-def set_guard_fail_hook(
-    hook: Callable[[Callable[[Mapping[str, Any]], Any], CodeType, Mapping[str, Any], int, bool], Any]
-    | None,
-    /,
-) -> None: ...
-def set_guard_error_hook(
-    hook: Callable[[Callable[[Mapping[str, Any]], Any], CodeType, Mapping[str, Any], int, bool], Any]
-    | None,
-    /,
-) -> None: ...
+def set_guard_fail_hook(hook: _GuardHook | None, /) -> None: ...
+def set_guard_error_hook(hook: _GuardHook | None, /) -> None: ...
+def set_guard_complete_hook(
+    hook: Callable[[bool], Any] | None, /
+) -> Callable[[bool], Any] | None: ...
+def set_skip_guard_eval_unsafe(value: bool, /) -> bool: ...
+def _eval_frame_drop_all() -> None: ...
 def _eval_frame_debug() -> dict[str, Any]: ...

@@ -3,33 +3,51 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import builtins
 import importlib.machinery
 import io
 import os
 import runpy
+import signal
 import sys
-import traceback
 import types
 import zipfile
-from typing import Sequence
+from typing import Callable, NoReturn, Sequence
 
+from framescope import __version__, _core, clock_sync, follow, processes, ranks
 from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
-from framescope import clock_sync, follow, ranks
-from framescope.profiler import profile
+from framescope.profiler import parse_memory_limit, profile
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a usage error on one line (and exits with status 2), as a command should."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _memory_limit_arg(text: str) -> int:
+    try:
+        return parse_memory_limit(text)
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="framescope",
         description="Low-overhead profiler for CPython: every Python call, plus native ranges.",
     )
-    parser.add_argument("-V", "--version", action="version", version="framescope 0.1.0")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("-V", "--version", action="version", version=f"framescope {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser(
         "run",
         help="run a script or module under the profiler, write a trace, print a summary",
         usage="framescope run [options] (script.py | -m module) [args ...]",
+        description="Runs a script or module as python would and writes its trace. Options go "
+        "before the script or -m MODULE; everything after it goes to the program.",
+        allow_abbrev=False,  # the target's arguments are split off by option name
     )
     run.add_argument("-o", "--output", default=None,
                      help="trace file to write; its extension picks the format (.json, .json.gz, "
@@ -37,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
                           "framescope.trace + the format's extension)")
     run.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
                      help="trace format (default: from -o's extension, else chrome)")
-    run.add_argument("-m", dest="module", metavar="MODULE", help="run a library module as a script")
+    run.add_argument("-m", dest="module", metavar="MODULE",
+                     help="run a library module as a script (the rest of the line is its argv)")
     run.add_argument("--c-calls", action="store_true", help="also record builtins")
     run.add_argument("--backend", default="auto",
                      choices=["auto", "frame_hook", "fallback", "sys.monitoring", "setprofile"],
@@ -46,10 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, default=20, help="rows of the summary (0: none)")
     run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
                      help="summary order (default: self time)")
-    run.add_argument("--memory-limit", default="1GiB", help="event buffer limit (default: 1GiB)")
+    run.add_argument("--memory-limit", default="1GiB", type=_memory_limit_arg,
+                     help="event buffer limit, e.g. 512MiB or 1.5GB (default: 1GiB)")
     _add_torch_options(run)
     _add_process_options(run)
-    run.add_argument("args", nargs=argparse.REMAINDER, help="the script and its arguments")
     add_trace_commands(sub)
     _add_report_parser(sub)
     _add_merge_parser(sub)
@@ -140,38 +159,193 @@ def _add_torch_options(run: argparse.ArgumentParser) -> None:
                      help="keep input shapes of torch operators and ranges that provide them")
 
 
-def _exit_code(exc: SystemExit) -> int:
-    code = exc.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)
-    return 1
+def _split_run_argv(
+    run_parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> tuple[list[str], str | None, list[str]]:
+    """Splits ``framescope run``'s arguments as python splits its own: framescope's options, then
+    ``-m MODULE`` or the script, then the program's arguments, which framescope never parses
+    (``framescope run -m pkg -o x`` passes ``-o x`` to pkg). Returns (framescope's options,
+    the module or None, the program's argv: [script, *args] or [*args] for a module)."""
+    actions = run_parser._option_string_actions  # noqa: SLF001 - argparse's option table
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return list(argv[:i]), None, list(argv[i + 1 :])
+        if arg == "-m" or (arg.startswith("-m") and not arg.startswith("--")):
+            module = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
+            rest = argv[i + 1 :] if arg[2:] else argv[i + 2 :]
+            if not module:
+                run_parser.error("argument -m: expected a module name")
+            return list(argv[:i]), module, list(rest)
+        if arg.startswith("-") and arg != "-":
+            name, has_value, _ = arg.partition("=")
+            action = actions.get(name)
+            attached = False
+            if action is None and not arg.startswith("--"):  # -oFILE
+                action, attached = actions.get(arg[:2]), len(arg) > 2
+            takes_value = action is not None and action.nargs != 0
+            i += 2 if takes_value and not has_value and not attached else 1
+            continue
+        return list(argv[:i]), None, list(argv[i:])
+    return list(argv), None, []
+
+
+def _check_output(path: str) -> str | None:
+    """Why the trace cannot be written to ``path``, or None: checked before the program runs."""
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if os.path.isdir(target):
+        return f"cannot write the trace to {path!r}: it is a directory"
+    if not os.path.isdir(folder):
+        return f"cannot write the trace to {path!r}: no directory {folder!r}"
+    if not os.access(folder, os.W_OK | os.X_OK) or (
+        os.path.exists(target) and not os.access(target, os.W_OK)
+    ):
+        return f"cannot write the trace to {path!r}: permission denied"
+    return None
 
 
 _RUNPY_FILES = {"<frozen runpy>", getattr(runpy, "__file__", "runpy.py")}
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _print_user_traceback(exc: BaseException) -> None:
-    """Print the traceback as python would: without framescope's and runpy's frames."""
-    tb = exc.__traceback__
-    here = os.path.dirname(os.path.abspath(__file__))
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        if not (filename.startswith(here) or filename in _RUNPY_FILES):
-            break
+def _is_ours(tb: types.TracebackType) -> bool:
+    filename = tb.tb_frame.f_code.co_filename
+    return filename.startswith(_HERE) or filename in _RUNPY_FILES
+
+
+def _user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """The traceback without the framescope and runpy frames above the program's (and the
+    console-script launcher above those), as python would show it for the program alone."""
+    head = tb
+    if tb is not None and tb.tb_next is not None and not _is_ours(tb) and _is_ours(tb.tb_next):
+        tb = tb.tb_next  # the `framescope` launcher script: sys.exit(main())
+    while tb is not None and _is_ours(tb):
         tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb)
+    if tb is None:
+        return head  # an error of framescope's own: show it whole
+    # The innermost frame may be framescope's SIGINT handler (a Ctrl-C), where python's is C.
+    node = tb
+    while node.tb_next is not None:
+        if node.tb_next.tb_next is None and node.tb_next.tb_frame.f_code is _SIGINT_HANDLER_CODE:
+            node.tb_next = None
+            break
+        node = node.tb_next
+    return tb
 
 
-def _run_script(path: str) -> None:
-    """Runs a script file as ``python path`` does: a fresh ``__main__`` whose ``__file__`` is
-    absolute (3.9+) while ``sys.argv[0]`` stays as given. Directories and zip files with a
-    ``__main__.py`` go through runpy, as python does."""
+_SIGINT_HANDLER_CODE: types.CodeType | None = None  # _Finisher._on_signal's, set below
+
+
+def _say(text: str) -> None:
+    """Prints to stderr, even when the program closed or replaced it; never raises."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None and not stream.closed:
+                print(text, file=stream, flush=True)
+                return
+        except (OSError, ValueError, AttributeError):
+            continue
+
+
+class _Finisher:
+    """Ends a ``framescope run``: stops the session, writes the trace, prints the summary. Once.
+
+    The session ends at interpreter exit, after threading joins the non-daemon threads and the
+    program's own atexit functions ran (this one is registered before the program runs, so it
+    runs after them). SIGTERM, SIGHUP and a second Ctrl-C end it at once instead: the trace is
+    written, then the process dies of the signal as it would have without framescope."""
+
+    _SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self, prof: profile, opts: argparse.Namespace) -> None:
+        self.prof = prof
+        self.opts = opts
+        self.pid = os.getpid()  # a forked child inherits this object and its atexit entry
+        self.after_stop: list[Callable[[], None]] = []  # run once the session stopped
+        self.finished = False
+        self.interrupts = 0
+        self.deferred: int | None = None  # a signal that came while the trace was written
+
+    def install(self) -> None:
+        atexit.register(self.finish)
+        # Runs first (atexit is last-in, first-out): stops the session in C, so that none of the
+        # finishing code shows in the trace.
+        atexit.register(_core._stop, self.prof)
+        for name in self._SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            current = signal.getsignal(signum)
+            default = signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+            if current is default:  # leave handlers the program or the shell (nohup) set alone
+                signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: types.FrameType | None) -> None:
+        if signum == signal.SIGINT and self.interrupts == 0 and not self.finished:
+            self.interrupts += 1
+            raise KeyboardInterrupt  # the first Ctrl-C: as python, the program may handle it
+        self.finish()
+        self._die(signum)
+
+    def _while_finishing(self, signum: int, frame: types.FrameType | None) -> None:
+        if self.deferred is None:
+            self.deferred = signum
+            _say("framescope: writing the trace, the run ends when it is written")
+
+    @staticmethod
+    def _die(signum: int) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)  # (not reached: the signal ends the process)
+
+    def finish(self) -> None:
+        if self.finished or os.getpid() != self.pid:  # a fork child saves through follow
+            return
+        self.finished = True
+        _core._stop(self.prof)  # first: none of the finishing shows in the trace
+        for hook in self.after_stop:
+            hook()
+        for name in self._SIGNALS:
+            if (signum := getattr(signal, name, None)) is not None:
+                if signal.getsignal(signum) == self._on_signal:
+                    signal.signal(signum, self._while_finishing)
+        opts = self.opts
+        for warning in self.prof.warnings:
+            _say(warning)
+        try:
+            self.prof.export(opts.output, format=opts.format)
+        except (OSError, RuntimeError, ValueError) as e:
+            _say(f"framescope: could not write the trace to {opts.output}: {e}")
+            return self._end()
+        if opts.limit > 0:
+            _say(self.prof.summary(limit=opts.limit, sort_by=opts.sort))
+        _say(f"framescope: trace written to {opts.output} (backend: {self.prof.backend})")
+        return self._end()
+
+    def _end(self) -> None:
+        if self.deferred is not None:
+            self._die(self.deferred)
+
+
+_SIGINT_HANDLER_CODE = _Finisher._on_signal.__code__
+
+
+def _load_script(path: str) -> tuple[types.CodeType, dict[str, object]] | None:
+    """The code and the fresh ``__main__`` namespace to run a script file in, as ``python path``
+    does: ``__file__`` absolute (3.9+), ``sys.argv[0]`` as given, and the module stays
+    ``sys.modules["__main__"]`` afterwards. None for a directory or zip file with a
+    ``__main__.py``, which go through runpy, as python does. Done before the session starts,
+    so that reading and compiling the file are not in the trace."""
     if os.path.isdir(path) or zipfile.is_zipfile(path):
-        runpy.run_path(path, run_name="__main__")
-        return
+        return None
     abspath = os.path.abspath(path)
     with io.open_code(abspath) as f:
         source = f.read()
@@ -181,8 +355,22 @@ def _run_script(path: str) -> None:
     main.__cached__ = None  # type: ignore[attr-defined]
     main.__builtins__ = builtins  # type: ignore[attr-defined]
     main.__loader__ = importlib.machinery.SourceFileLoader("__main__", abspath)
-    sys.modules["__main__"] = main  # as python: the script's module stays __main__ afterwards
-    exec(code, main.__dict__)
+    sys.modules["__main__"] = main
+    return code, main.__dict__
+
+
+def _report(exc: BaseException) -> None:
+    """Reports an exception of the program as python would: through sys.excepthook (the
+    program's own, if it set one), without framescope's frames in the traceback."""
+    tb = _user_traceback(exc.__traceback__)
+    try:
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+    except BaseException:  # noqa: BLE001 - a failing hook: python falls back the same way
+        sys.__excepthook__(type(exc), exc, tb)
+
+
+def _quiet_excepthook(*args: object) -> None:
+    """Installed just before the final KeyboardInterrupt leaves main(): already reported."""
 
 
 def _rank_output(opts: argparse.Namespace, output: str, output_format: str,
@@ -194,7 +382,7 @@ def _rank_output(opts: argparse.Namespace, output: str, output_format: str,
     return ranks.rank_output(output, rank), output_format
 
 
-def _start_following(opts: argparse.Namespace, profile_kwargs: dict[str, object],
+def _start_following(opts: argparse.Namespace, prof: profile, profile_kwargs: dict[str, object],
                      rank: ranks.RankInfo | None) -> follow.Follower | None:
     """Sets up recording of the program's children (unless --no-follow) and, in a rank of a
     job, the clock sync points (framescope.clock_sync)."""
@@ -203,96 +391,111 @@ def _start_following(opts: argparse.Namespace, profile_kwargs: dict[str, object]
     if opts.no_follow:
         return None
     try:
-        return follow.Follower(profile_kwargs)
+        return follow.Follower(prof, profile_kwargs)
     except OSError as exc:
         print(f"framescope run: not following child processes: {exc}", file=sys.stderr)
         return None
 
 
-def _finish_following(prof: profile, follower: follow.Follower | None) -> None:
-    if follower is None:
+def _after_session(prof: profile, follower: follow.Follower | None) -> None:
+    """Once the session stopped: names this process in its trace and merges the children's."""
+    if prof._trace is None:
+        if follower is not None:
+            follower.close()
         return
-    for warning in follower.collect(prof.trace):
-        print(warning, file=sys.stderr)
+    processes.session_stopped(prof._trace, prof._clock)
+    if follower is not None:
+        for warning in follower.collect(prof._trace):
+            _say(warning)
 
 
-def run(opts: argparse.Namespace) -> int:
-    args = list(opts.args)
-    if args and args[0] == "--":
-        args = args[1:]
-    if opts.module is None and not args:
-        print("framescope run: give a script or -m module", file=sys.stderr)
-        return 2
-    if opts.module is not None:
-        target = opts.module
-        sys.argv = [target, *args]
-        sys.path.insert(0, os.getcwd())
-    else:
-        target = args[0]
+def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) -> int:
+    """Runs the program under a session. The program's exceptions propagate (python reports
+    them, and exits as it would); the trace is written at interpreter exit (see _Finisher)."""
+    if module is None:
+        if not target_argv:
+            print("framescope run: error: give a script or -m module (see framescope run --help)",
+                  file=sys.stderr)
+            return 2
+        target = target_argv[0]
         if not os.path.exists(target):
             print(f"framescope run: can't open file {target!r}: no such file", file=sys.stderr)
             return 2
-        sys.argv = list(args)
-        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
-
     try:
         output, output_format = resolve_output(opts.output, opts.format)
     except ValueError as exc:
-        print(f"framescope run: {exc}", file=sys.stderr)
+        print(f"framescope run: error: {exc}", file=sys.stderr)
         return 2
     rank = ranks.current()
     if rank is not None:
         output, output_format = _rank_output(opts, output, output_format, rank)
+        if rank.rank != 0:
+            opts.limit = 0  # one summary per job: rank 0's
+    if (problem := _check_output(output)) is not None:
+        print(f"framescope run: error: {problem}", file=sys.stderr)
+        return 2
+    opts.output, opts.format = output, output_format
     profile_kwargs = dict(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
                           memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
                           record_shapes=opts.record_shapes)
     try:
         prof = profile(**profile_kwargs)
     except RuntimeError as exc:  # torch_ops without a usable torch
-        print(f"framescope run: {exc}", file=sys.stderr)
+        print(f"framescope run: error: {exc}", file=sys.stderr)
         return 2
-    code = 0
-    follower = _start_following(opts, profile_kwargs, rank)
+    if module is not None:
+        sys.argv = [module, *target_argv]
+        sys.path.insert(0, os.getcwd())
+    else:
+        sys.argv = list(target_argv)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target_argv[0])))
+    script = _load_script(target_argv[0]) if module is None else None
+    finisher = _Finisher(prof, opts)
+    follower = _start_following(opts, prof, profile_kwargs, rank)
+    finisher.after_stop.append(lambda: _after_session(prof, follower))
+    finisher.install()
+    prof.start()
     try:
-        prof.start()
-    except BaseException:
-        if follower is not None:
-            follower.close()
-        raise
-    try:
-        if opts.module is not None:
-            runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
+        if module is not None:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        elif script is None:
+            runpy.run_path(target_argv[0], run_name="__main__")
         else:
-            _run_script(target)
-    except SystemExit as exc:
-        code = _exit_code(exc)
-    except KeyboardInterrupt as exc:
-        _print_user_traceback(exc)
-        code = 130
-    except BaseException as exc:  # noqa: BLE001 - shown as python shows it
-        _print_user_traceback(exc)
-        code = 1
-    finally:
-        prof.stop()
-        _finish_following(prof, follower)
-        sys.stdout.flush()
-        prof.export(output, format=output_format)
-        if opts.limit > 0 and (rank is None or rank.rank == 0):  # one summary per job
-            print(prof.summary(limit=opts.limit, sort_by=opts.sort), file=sys.stderr)
-        print(f"framescope: trace written to {output} (backend: {prof.backend})",
-              file=sys.stderr)
-    return code
+            exec(script[0], script[1])
+    except SystemExit:
+        raise  # python exits with its code (the trace is written at exit)
+    except BaseException as exc:  # noqa: BLE001 - reported as python reports it
+        _report(exc)
+        if isinstance(exc, KeyboardInterrupt):
+            # As python after an uncaught Ctrl-C: exit by SIGINT, once the interpreter has
+            # finalized (threads joined, atexit run: the trace is written then).
+            sys.excepthook = _quiet_excepthook
+            raise KeyboardInterrupt from None
+        return 1
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    opts = _parser().parse_args(argv)
-    if opts.command == "run":
-        return run(opts)
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    if args and args[0] == "run":
+        run_parser = _subparser(parser, "run")
+        options, module, target_argv = _split_run_argv(run_parser, args[1:])
+        opts = parser.parse_args(["run", *options])
+        return run(opts, module, target_argv)
+    opts = parser.parse_args(args)
     if opts.command == "report":
         return report(opts)
     if opts.command == "merge":
         return merge(opts)
     return run_trace_command(opts)
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps subparsers as an action
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return action.choices[name]  # type: ignore[no-any-return]
+    raise LookupError(name)
 
 
 if __name__ == "__main__":

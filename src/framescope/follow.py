@@ -7,9 +7,13 @@ folder and sets ``FRAMESCOPE_FOLLOW`` (the folder, the profile options) and ``PY
 started from then on with that environment, directly or not (``multiprocessing`` spawn and
 forkserver workers, ``subprocess`` of ``sys.executable``, their own children), runs
 :func:`child_start` at start-up: it leaves a marker ``<pid>-<token>.started``, starts a
-session, and at exit saves ``<pid>-<token>.fstrace``. The parent, once its program ended,
-merges every saved part (same host: no clock shift) and warns for each marker without a trace:
-a child that crashed or was killed loses its own part only.
+session, and at exit saves ``<pid>-<token>.fstrace``. A process forked from a recording one
+(``os.fork()``, multiprocessing's fork start method) goes on recording into its own trace, which
+starts at the fork (the core's fork handlers: only the forking thread exists in the child, its
+frames open at the fork are open slices from the child's start); :func:`_after_fork_in_child`
+makes it a followed child the same way. The parent, once its program ended, merges every saved
+part (same host: no clock shift) and warns for each marker without a trace: a child that
+crashed or was killed loses its own part only.
 
 When a child saves: at interpreter exit (atexit, which multiprocessing's spawned processes
 reach through ``sys.exit``), in ``os._exit`` (forked processes end that way: the forkserver's
@@ -52,11 +56,13 @@ class Follower:
     """The parent's side: sets the environment children inherit, then merges their traces.
 
     Args:
+        prof: the parent's profile (its forked children go on with its session).
         profile_kwargs: the keywords of the parent's ``profile(...)``, given to every child's.
     """
 
-    def __init__(self, profile_kwargs: dict[str, Any]) -> None:
+    def __init__(self, prof: Any, profile_kwargs: dict[str, Any]) -> None:
         self.dir = tempfile.mkdtemp(prefix="framescope-children-")
+        _follow_forks(prof, self.dir)
         self._saved_env = {k: os.environ.get(k) for k in (ENV, "PYTHONPATH")}
         config = {"dir": self.dir, "root": os.getpid(), "profile": profile_kwargs}
         os.environ[ENV] = json.dumps(config)
@@ -223,8 +229,48 @@ def _begin(cfg: dict[str, Any]) -> None:
     atexit.register(_finish)
     _wrap_os_exit()
     prof.start()
+    _follow_forks(prof, cfg["dir"])
     if torch_ops:
         _enable_torch_ops_on_import(prof)
+
+
+_recording: dict[str, Any] = {}
+
+
+def _follow_forks(prof: Any, folder: str) -> None:
+    """Makes every process forked from this one from now on a followed child (once per
+    process; the latest profile counts)."""
+    if not _recording:
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+    _recording.update(prof=prof, dir=folder)
+
+
+def _after_fork_in_child() -> None:
+    """In a child forked while this process recorded: its session goes on (the core's fork
+    handlers), so it only needs what a followed child has: a marker, the exit hooks, SIGTERM."""
+    prof = _recording.get("prof")
+    if prof is None or not prof._running or not os.path.isdir(_recording.get("dir", "")):
+        return
+    try:
+        processes.role = "child"
+        clock_sync.disabled = True
+        token = f"{os.getpid()}-{secrets.token_hex(4)}"
+        with open(os.path.join(_recording["dir"], token + ".started"), "w", encoding="utf-8") as f:
+            json.dump({"pid": os.getpid(), "argv": list(getattr(sys, "orig_argv", sys.argv))[1:],
+                       "forked_from": os.getppid()}, f)
+        _child.clear()  # state inherited from a followed parent is that parent's
+        _child.update(prof=prof, dir=_recording["dir"], token=token, pid=os.getpid(), saved=False,
+                      finishing=False, term_pending=False, lock=threading.Lock())
+        # framescope run's own SIGTERM handler (inherited) would end the child unsaved.
+        handler = signal.getsignal(signal.SIGTERM)
+        if getattr(handler, "__module__", None) == "framescope.cli":
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            _core._save_on_sigterm(_on_sigterm)
+        atexit.register(_finish)
+        _wrap_os_exit()
+    except Exception as exc:  # noqa: BLE001 - the child runs on, unfollowed
+        print(f"framescope: not following forked process {os.getpid()}: {exc}", file=sys.stderr)
 
 
 def _enable_torch_ops_on_import(prof: Any) -> None:

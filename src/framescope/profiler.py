@@ -8,7 +8,7 @@ import sys
 import sysconfig
 import threading
 from types import FrameType, TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from framescope import _core, processes, ranks
 from framescope.events import EventList, MemoryEvent
@@ -100,15 +100,41 @@ def _resolve_backend(backend: str) -> tuple[str, str | None]:
     return backend, None
 
 
-def _parse_bytes(limit: int | str) -> int:
+_MIN_MEMORY_LIMIT = 256 << 10  # one event chunk
+_BYTE_UNITS = {
+    "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+}
+_BYTE_FORMS = "an int of bytes or a string such as '512MiB', '1.5GB', '100000000' (units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+
+
+def parse_memory_limit(limit: object) -> int:
+    """Bytes of a ``memory_limit``: an int, or a number with a unit ("1.5GB", "512 MiB").
+
+    Raises TypeError for other types and ValueError, naming the accepted forms, for text that is
+    not such a size or a size below one event chunk (256 KiB)."""
+    if isinstance(limit, bool) or not isinstance(limit, (int, str)):
+        raise TypeError(f"memory_limit must be {_BYTE_FORMS}, not {type(limit).__name__}")
     if isinstance(limit, int):
-        return limit
-    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 1000, "mb": 10**6, "gb": 10**9}
-    text = limit.strip().lower()
-    for unit, factor in units.items():
-        if text.endswith(unit):
-            return int(float(text[: -len(unit)]) * factor)
-    return int(text)
+        value = limit
+    else:
+        text = limit.strip().lower().replace(" ", "").replace("_", "")
+        number, unit = text, "b"
+        for suffix in sorted(_BYTE_UNITS, key=len, reverse=True):
+            if text.endswith(suffix) and text[: -len(suffix)]:
+                number, unit = text[: -len(suffix)], suffix
+                break
+        try:
+            amount = float(number) if any(c in number for c in ".e") else int(number)
+            value = int(amount * _BYTE_UNITS[unit])
+        except (ValueError, OverflowError):
+            raise ValueError(f"memory_limit {limit!r} is not a size: give {_BYTE_FORMS}") from None
+    if value < _MIN_MEMORY_LIMIT:
+        raise ValueError(f"memory_limit must be at least 256KiB (one event chunk), not {limit!r}")
+    if value >= 1 << 63:
+        raise ValueError(f"memory_limit {limit!r} is too large")
+    return value
 
 
 def _label_torch_modules() -> None:
@@ -183,9 +209,7 @@ class profile:
         self._requested_backend = _check_backend(backend) if with_stack else "none"
         self._backend = self._requested_backend
         self._start_warnings: list[str] = []
-        self._memory_limit = _parse_bytes(memory_limit)
-        if self._memory_limit <= 0:
-            raise ValueError("memory_limit must be positive")
+        self._memory_limit = parse_memory_limit(memory_limit)
         self._keep_newest = on_limit == "keep_newest"
         self.torch_ops = torch_ops
         if torch_ops:
@@ -197,7 +221,39 @@ class profile:
         self._clock: processes.SessionClock | None = None
 
     # -- session -------------------------------------------------------------------------------
-    def start(self) -> profile:
+    # start, stop, __enter__ and __exit__ are C functions (framescope._core), so that a
+    # KeyboardInterrupt, which lands between bytecodes, finds the session and this object
+    # consistent: they run no bytecode between the core's start or stop and the profile's
+    # bookkeeping (`_running`, `_trace`, set in the same C call). A `with` block is entered with
+    # the session running, or raises with nothing running; an interrupt that cuts stop() short
+    # leaves the session running and stop() working; a stopped trace is always stored. The
+    # Python parts run where an interrupt changes nothing: _start_arguments() before the start,
+    # _after_stop() once the trace is stored.
+    if TYPE_CHECKING:
+
+        def start(self) -> profile:
+            """Starts recording; returns the profile."""
+
+        def stop(self) -> profile:
+            """Stops recording and replays the trace (``prof.trace``); returns the profile."""
+
+        def __enter__(self) -> profile: ...
+
+        def __exit__(
+            self,
+            exc_type: type[BaseException] | None,
+            exc: BaseException | None,
+            tb: TracebackType | None,
+        ) -> None: ...
+
+    else:
+        start = _core._profile_start
+        stop = _core._profile_stop
+        __enter__ = _core._profile_enter
+        __exit__ = _core._profile_exit
+
+    def _start_arguments(self) -> dict[str, Any]:
+        """What _core._start needs, worked out before anything starts."""
         if self._running:
             raise RuntimeError("this profile is already running")
         self._start_warnings = []
@@ -208,51 +264,27 @@ class profile:
                 self._start_warnings.append(why)
         self._clock = processes.session_starting()
         frames = _current_stacks(self._backend == "frame_hook") if self.with_stack else None
-        _core._start(
-            record_shapes=self.record_shapes,
-            profile_memory=self.profile_memory,
-            with_flops=self.with_flops,
-            backend=self._backend,
-            c_calls=self.c_calls,
-            prune_prefixes=_prune_prefixes(),
-            current_frames=frames,
-            memory_limit=self._memory_limit,
-            keep_newest=self._keep_newest,
-        )
-        del frames
-        if self.torch_ops:
-            from framescope import torch_ops as _torch_ops
+        return {
+            "record_shapes": self.record_shapes,
+            "profile_memory": self.profile_memory,
+            "with_flops": self.with_flops,
+            "backend": self._backend,
+            "c_calls": self.c_calls,
+            "prune_prefixes": _prune_prefixes(),
+            "current_frames": frames,
+            "memory_limit": self._memory_limit,
+            "keep_newest": self._keep_newest,
+            "torch_ops": self.torch_ops,  # attached in __init__; enabled with the session
+        }
 
-            _torch_ops.enable(self.record_shapes)
-        self._running = True
-        return self
-
-    def stop(self) -> profile:
-        if not self._running:
-            raise RuntimeError("this profile is not running")
-        # By native id: pthread ids are reused by threads started after others exited.
-        names = [(t.native_id, t.name) for t in threading.enumerate() if t.native_id is not None]
-        self._running = False
-        if self.torch_ops:
-            from framescope import torch_ops as _torch_ops
-
-            _torch_ops.disable()
-        self._trace = _core._stop(names)
-        processes.session_stopped(self._trace, self._clock)
+    def _after_stop(self) -> None:
+        if self._trace is not None:  # names this process in its trace (framescope.processes)
+            processes.session_stopped(self._trace, self._clock)
         for warning in self.warnings:
-            print(warning, file=sys.stderr)
-        return self
-
-    def __enter__(self) -> profile:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+            try:
+                print(warning, file=sys.stderr)
+            except (OSError, ValueError, AttributeError):  # stderr closed or gone
+                break
 
     # -- results -------------------------------------------------------------------------------
     @property

@@ -113,6 +113,15 @@ class ThreadBuffer {
     uint64_t strings_base = 0;
     uint64_t memory_base = 0;
     uint64_t dropped = 0;
+    /// Replayed before `events`: what the events of recycled chunks (keep-newest) or of the
+    /// parent process (after fork) leave behind, so that the kept events keep their context:
+    /// closes of frames that were running when the session started (kPyReturn, kPyAnchor), then
+    /// the begins still open (ranges, Python calls as kPyCall or as a kBase + pair slot, C
+    /// calls), outermost first, each with its original ticks (never below the floor set at fork).
+    std::vector<RawEvent> carried;
+    std::vector<uint64_t> carried_seq;  ///< seq of each carried event (kRangeEnd refers to it)
+    /// Side records of carried kRangeBeginSide events: their payload indexes this vector.
+    std::vector<RangeDetail> carried_details;
   };
   /// Copies what is committed so far. Safe while the owner keeps appending.
   Snapshot snapshot() const;
@@ -123,6 +132,19 @@ class ThreadBuffer {
   /// all chunks the owner cannot still be writing to go back to the pool (all of them when the
   /// caller is the owner).
   void detach(bool owner_is_caller) noexcept;
+
+  // ---- fork (session.cpp's pthread_atfork handlers) ----
+  /// Takes / releases mutex_ around fork(), so that no other thread is inside it when the
+  /// process is copied.
+  void lock_for_fork() noexcept { mutex_.lock(); }
+  void unlock_after_fork() noexcept { mutex_.unlock(); }
+  /// In the child, on the forking thread (the owner; the only thread left): the events recorded
+  /// before the fork belong to the parent's trace, so every chunk goes back to the pool, and the
+  /// begins still open become carried events at `fork_ticks` at the earliest (the child's trace
+  /// starts with the frames and ranges open at the fork). Returns the closes of pre-existing
+  /// frames among the dropped events (kPyReturn / kPyAnchor), for the session to apply to this
+  /// thread's initial stack. Recording goes on into fresh chunks; sequence numbers continue.
+  std::vector<RawEvent> restart_in_fork_child(uint64_t fork_ticks, uint64_t os_tid) noexcept;
 
   /// Returned by append() when the event was not kept.
   static constexpr uint64_t kDroppedSeq = ~uint64_t(0);
@@ -165,6 +187,23 @@ class ThreadBuffer {
   // Releases the side records below `keep` once the chunks referencing them are recycled (under
   // mutex_). O(records released): no scan of the recycled chunk.
   void release_side_records_below(const SideRecordMarks& keep) noexcept;
+  // Folds the `slots` events of a chunk that leaves the buffer (recycled, or dropped at fork)
+  // into the carried state: begins still open join open_begins_, ends and returns remove the
+  // begins they close, closes of pre-existing frames join initial_closes_. Mirrors replay's
+  // stack rules. Under mutex_; runs once per recycled chunk, never on the hot path.
+  void carry_open_begins(const Chunk& chunk, size_t slots) noexcept;
+
+  // A begin that outlived its chunk: the event as recorded (ticks absolute; a compact call keeps
+  // its bits with delta 0; a side range's payload indexes open_details_) and its seq.
+  struct OpenBegin {
+    uint64_t ticks;
+    uint64_t word;
+    uint64_t seq;
+  };
+  // At most this many carried begins (deeper stacks lose their outermost begins, counted as
+  // dropped) and closes of pre-existing frames.
+  static constexpr size_t kMaxCarried = size_t(1) << 16;
+  static constexpr size_t kMaxInitialCloses = 4096;
 
   RawEvent* cursor_ = nullptr;
   RawEvent* limit_ = nullptr;
@@ -186,6 +225,11 @@ class ThreadBuffer {
   uint64_t strings_base_ = 0;
   uint64_t memory_base_ = 0;
   std::atomic<uint64_t> dropped_{0};
+  // carried state of chunks that left the buffer (under mutex_)
+  std::vector<OpenBegin> open_begins_;     // outermost first
+  std::vector<RangeDetail> open_details_;  // side records of carried side begins
+  std::vector<RawEvent> initial_closes_;   // kPyReturn / kPyAnchor closing pre-existing frames
+  uint64_t carried_floor_ticks_ = 0;       // carried events start no earlier (set at fork)
 };
 
 /// The hot-path view of the calling thread: trivially constructible so that reading it is a

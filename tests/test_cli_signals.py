@@ -1,0 +1,239 @@
+"""`framescope run` never loses the trace: SIGTERM, SIGHUP and a second Ctrl-C write it and exit
+as the signal would; a closed stdout, non-daemon threads and atexit work are handled as python
+handles them; options after -m go to the module; bad options fail before the program runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from trace_checker import check_trace, load_trace
+
+
+def framescope_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "framescope", "run", *args]
+
+
+def write(path: Path, code: str) -> Path:
+    path.write_text(textwrap.dedent(code))
+    return path
+
+
+def names_in(path: Path) -> set[str]:
+    slices = check_trace(load_trace(str(path)))
+    return {e["name"] for evs in slices.values() for e in evs}
+
+
+LOOP = """
+    import sys, time
+
+    def work():
+        return sum(range(1000))
+
+    work()
+    print("ready", flush=True)
+    while True:
+        work()
+        time.sleep(0.001)
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_termination_signal_writes_the_trace(tmp_path: Path, signame: str) -> None:
+    write(tmp_path / "loop.py", LOOP)
+    proc = subprocess.Popen(framescope_cmd("-o", "t.json", "loop.py"), cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(getattr(signal, signame))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == -getattr(signal, signame), err  # died of the signal, as python
+    assert "loop.py(4): work" in names_in(tmp_path / "t.json")
+    assert "trace written to t.json" in err
+
+
+CATCHES_FIRST_CTRL_C = """
+    import time
+
+    def work():
+        return sum(range(1000))
+
+    while True:
+        try:
+            work()
+            print("ready", flush=True)
+            while True:
+                work()
+                time.sleep(0.001)
+        except KeyboardInterrupt:
+            print("caught", flush=True)  # a program that ignores the first Ctrl-C
+"""
+
+
+def test_second_ctrl_c_writes_the_trace(tmp_path: Path) -> None:
+    write(tmp_path / "stubborn.py", CATCHES_FIRST_CTRL_C)
+    proc = subprocess.Popen(framescope_cmd("-o", "t.json", "stubborn.py"), cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    assert proc.stdout.readline().strip() == "caught"
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGINT, err
+    assert "stubborn.py(4): work" in names_in(tmp_path / "t.json")
+
+
+def test_single_ctrl_c_is_reported_as_python_does(tmp_path: Path) -> None:
+    write(tmp_path / "loop.py", LOOP)
+    results = {}
+    for mode in ("plain", "framescope"):
+        cmd = [sys.executable, "loop.py"] if mode == "plain" else framescope_cmd("-o", "t.json", "loop.py")
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        results[mode] = (proc.returncode, err)
+    plain_rc, plain_err = results["plain"]
+    rc, err = results["framescope"]
+    assert rc == plain_rc == -signal.SIGINT
+    # The same traceback (python's: the program's frames only), then framescope's report.
+    assert err.startswith("Traceback (most recent call last):\n  File \"")
+    # (where the interrupt landed differs from run to run: compare the file)
+    assert err.splitlines()[1].split(", line")[0] == plain_err.splitlines()[1].split(", line")[0]
+    assert "framescope" not in err.split("\nKeyboardInterrupt\n")[0]
+    assert "loop.py(4): work" in names_in(tmp_path / "t.json")
+
+
+@pytest.mark.parametrize("how", ["sys.stdout.close()", "os.close(1)"])
+def test_program_that_closes_stdout(tmp_path: Path, how: str) -> None:
+    write(tmp_path / "closes.py", f"""
+        import os, sys
+        def work():
+            return 1
+        work()
+        print("bye", flush=True)
+        {how}
+        work()
+    """)
+    plain = subprocess.run([sys.executable, "closes.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+    out = subprocess.run(framescope_cmd("-o", "t.json", "closes.py"), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == plain.returncode, out.stderr
+    assert "Traceback" not in out.stderr.replace(plain.stderr, ""), out.stderr
+    assert "closes.py(3): work" in names_in(tmp_path / "t.json")
+    assert "trace written to t.json" in out.stderr
+
+
+def test_work_after_the_main_module_returns_is_recorded(tmp_path: Path) -> None:
+    """Non-daemon threads run on after the main module returns (python joins them at exit),
+    and atexit functions run after that: the session ends after both."""
+    write(tmp_path / "late.py", """
+        import atexit, threading, time
+
+        def late_work():
+            return sum(range(100))
+
+        def at_exit_work():
+            return 2
+
+        def worker():
+            time.sleep(0.2)
+            late_work()
+
+        atexit.register(at_exit_work)
+        threading.Thread(target=worker, name="late-worker").start()
+    """)
+    out = subprocess.run(framescope_cmd("-o", "t.json", "late.py"), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    names = names_in(tmp_path / "t.json")
+    assert "late.py(4): late_work" in names
+    assert "late.py(7): at_exit_work" in names
+    data = load_trace(str(tmp_path / "t.json"))
+    thread_names = {e["args"]["name"] for e in data["traceEvents"]
+                    if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    assert "late-worker" in thread_names
+
+
+def test_options_after_the_module_go_to_the_module(tmp_path: Path) -> None:
+    pkg = tmp_path / "argpkg"
+    pkg.mkdir()
+    write(pkg / "__init__.py", "")
+    write(pkg / "__main__.py", """
+        import sys
+        print("argv", sys.argv[1:])
+    """)
+    out = subprocess.run(framescope_cmd("-o", "t.json", "-m", "argpkg", "-o", "x.json",
+                                        "--limit", "3", "-m", "y"),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "argv ['-o', 'x.json', '--limit', '3', '-m', 'y']" in out.stdout
+    assert (tmp_path / "t.json").exists() and not (tmp_path / "x.json").exists()
+    # -mMODULE, --opt=value and -- work as python's own parsing does
+    out = subprocess.run(framescope_cmd("--output=u.json", "-margpkg", "a"), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert "argv ['a']" in out.stdout and (tmp_path / "u.json").exists(), out.stderr
+    write(tmp_path / "s.py", "import sys\nprint('argv', sys.argv)\n")
+    out = subprocess.run(framescope_cmd("-o", "v.json", "--", "s.py", "-o", "w"), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert "argv ['s.py', '-o', 'w']" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--memory-limit", "banana"], "'banana' is not a size"),
+        (["--memory-limit", "1KB"], "at least 256KiB"),
+        (["-o", "/nonexistent-framescope-dir/x.json"], "no directory"),
+        (["-o", "adir.json"], "is a directory"),
+        (["-o", "x.unknown"], "cannot tell the format"),
+        (["--backend", "nope"], "invalid choice"),
+        (["--limit", "many"], "invalid int value"),
+        (["-m"], "expected a module name"),
+    ],
+)
+def test_bad_options_fail_before_the_program_runs(tmp_path: Path, options: list[str],
+                                                  message: str) -> None:
+    write(tmp_path / "marker.py", "open('ran', 'w').close()\n")
+    (tmp_path / "adir.json").mkdir()
+    args = options if options == ["-m"] else [*options, "marker.py"]
+    out = subprocess.run(framescope_cmd(*args), cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert not (tmp_path / "ran").exists(), "the program must not run"
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_unwritable_output_directory(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    write(tmp_path / "marker.py", "open('ran', 'w').close()\n")
+    out = subprocess.run(framescope_cmd("-o", str(locked / "t.json"), "marker.py"),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "permission denied" in out.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_version_is_the_package_version() -> None:
+    out = subprocess.run([sys.executable, "-m", "framescope", "--version"], capture_output=True,
+                         text=True, timeout=60)
+    import framescope
+
+    assert out.stdout.strip() == f"framescope {metadata.version('framescope')}"
+    assert framescope.__version__ == metadata.version("framescope")
