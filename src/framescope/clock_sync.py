@@ -97,9 +97,7 @@ def host_id() -> str:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             boot = f.read().strip()
     except OSError:
-        import socket
-
-        boot = "host:" + socket.gethostname()
+        boot = "host:" + os.uname().nodename
     return f"{boot}+skew{_SKEW}" if _SKEW else boot
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -93,7 +92,7 @@ def describe(trace: Trace, clock_start: tuple[int, int], clock_stop: tuple[int, 
         "role": role,
         "pid": pid,
         "ppid": os.getppid(),
-        "hostname": socket.gethostname(),
+        "hostname": os.uname().nodename,
         "host_id": clock_sync.host_id(),
         "command": list(sys.argv),
         "multiprocessing_name": mp_name,
