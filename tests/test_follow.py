@@ -334,3 +334,34 @@ def test_grandchildren_are_followed(tmp_path: Path) -> None:
     assert sorted(n for n in names.values() if not n.startswith("python")) == ["Child", "Grandchild"]
     grandchild = next(pid for pid, n in names.items() if n == "Grandchild")
     assert any(s.name.endswith(": grandchild_task") for s in by_pid[grandchild])
+
+
+def test_torch_ops_in_a_child_once_it_imports_torch(tmp_path: Path) -> None:
+    if not os.environ.get("CI"):
+        pytest.importorskip("torch")
+    elif sys.version_info[:2] == (3, 11):
+        import torch  # noqa: F401  (CI installs torch on 3.11: there it must be present)
+    else:
+        pytest.skip("torch is installed on Python 3.11 only")
+    # GIVEN --torch-ops and a spawned child that imports torch only inside its task
+    write(tmp_path / "tchild.py", """
+        import multiprocessing as mp
+
+        def work():
+            import torch
+            x = torch.ones(4, 4)
+            return float((x @ x).sum())
+
+        if __name__ == "__main__":
+            p = mp.get_context("spawn").Process(target=work, name="TorchChild")
+            p.start(); p.join()
+    """)
+    r = framescope_run(tmp_path, "--torch-ops", "-o", "t.json", "tchild.py")
+    assert r.returncode == 0, r.stderr
+    data = json.loads((tmp_path / "t.json").read_text())
+    names = {e["pid"]: e["args"]["name"] for e in data["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    child = next(pid for pid, n in names.items() if n == "TorchChild")
+    ops = {e["name"] for e in data["traceEvents"] if e.get("ph") == "X" and e["pid"] == child}
+    # THEN the child's torch operators are recorded, in its process
+    assert {"aten::ones", "aten::matmul"} <= ops, sorted(ops)[:30]
