@@ -19,8 +19,10 @@ When a child saves: at interpreter exit (atexit, which multiprocessing's spawned
 reach through ``sys.exit``), in ``os._exit`` (forked processes end that way: the forkserver's
 workers, multiprocessing's fork children), and on SIGTERM (``Pool.terminate()``, and so
 ``with Pool() as p:``, ends idle workers with it) when the child has no SIGTERM handler of
-its own: the handler saves, then lets SIGTERM end the process as before (same exit status). A
-child blocked in a long C call saves when the call returns. SIGKILL loses the child's part.
+its own: a C handler wakes a thread of framescope's (cpp/python/term_signal.cpp) that saves,
+then lets SIGTERM end the process as before (same exit status). A child whose main thread holds
+the GIL in a long C call saves when the call returns (after 10 s it dies unsaved). SIGKILL
+loses the child's part.
 
 Not followed: Pythons started with ``-E``, ``-I`` or ``-S``, with an environment that drops
 these variables, or without framescope installed (another interpreter); multiprocessing's
@@ -212,26 +214,32 @@ def _start_recording(cfg: dict[str, Any]) -> None:
 def _begin(cfg: dict[str, Any]) -> None:
     from framescope.profiler import profile
 
+    kwargs = dict(cfg.get("profile") or {})
+    torch_ops = bool(kwargs.pop("torch_ops", False))
+    prof = profile(**kwargs)
+    _become_child(prof, cfg["dir"], {})
+    prof.start()
+    _follow_forks(prof, cfg["dir"])
+    if torch_ops:
+        _enable_torch_ops_on_import(prof)
+
+
+def _become_child(prof: Any, folder: str, marker: dict[str, Any]) -> None:
+    """What makes this process a followed child of the recording that owns ``folder``: its
+    marker, the state _finish() saves from, the SIGTERM thread, the exit hooks."""
     processes.role = "child"
     clock_sync.disabled = True  # the parent's rank measures; a child shares its host
     token = f"{os.getpid()}-{secrets.token_hex(4)}"
     argv = list(getattr(sys, "orig_argv", sys.argv))
-    with open(os.path.join(cfg["dir"], token + ".started"), "w", encoding="utf-8") as f:
-        json.dump({"pid": os.getpid(), "argv": argv[1:]}, f)
-    kwargs = dict(cfg.get("profile") or {})
-    torch_ops = bool(kwargs.pop("torch_ops", False))
-    prof = profile(**kwargs)
-    _child.clear()
-    _child.update(prof=prof, dir=cfg["dir"], token=token, pid=os.getpid(), saved=False,
+    with open(os.path.join(folder, token + ".started"), "w", encoding="utf-8") as f:
+        json.dump({"pid": os.getpid(), "argv": argv[1:], **marker}, f)
+    _child.clear()  # what a followed parent left here is the parent's (a fresh lock, too)
+    _child.update(prof=prof, dir=folder, token=token, pid=os.getpid(), saved=False,
                   finishing=False, term_pending=False, lock=threading.Lock())
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         _core._save_on_sigterm(_on_sigterm)
     atexit.register(_finish)
     _wrap_os_exit()
-    prof.start()
-    _follow_forks(prof, cfg["dir"])
-    if torch_ops:
-        _enable_torch_ops_on_import(prof)
 
 
 _recording: dict[str, Any] = {}
@@ -247,28 +255,15 @@ def _follow_forks(prof: Any, folder: str) -> None:
 
 def _after_fork_in_child() -> None:
     """In a child forked while this process recorded: its session goes on (the core's fork
-    handlers), so it only needs what a followed child has: a marker, the exit hooks, SIGTERM."""
+    handlers), so it only needs what a followed child has."""
     prof = _recording.get("prof")
     if prof is None or not prof._running or not os.path.isdir(_recording.get("dir", "")):
         return
     try:
-        processes.role = "child"
-        clock_sync.disabled = True
-        token = f"{os.getpid()}-{secrets.token_hex(4)}"
-        with open(os.path.join(_recording["dir"], token + ".started"), "w", encoding="utf-8") as f:
-            json.dump({"pid": os.getpid(), "argv": list(getattr(sys, "orig_argv", sys.argv))[1:],
-                       "forked_from": os.getppid()}, f)
-        _child.clear()  # state inherited from a followed parent is that parent's
-        _child.update(prof=prof, dir=_recording["dir"], token=token, pid=os.getpid(), saved=False,
-                      finishing=False, term_pending=False, lock=threading.Lock())
         # framescope run's own SIGTERM handler (inherited) would end the child unsaved.
-        handler = signal.getsignal(signal.SIGTERM)
-        if getattr(handler, "__module__", None) == "framescope.cli":
+        if getattr(signal.getsignal(signal.SIGTERM), "__module__", None) == "framescope.cli":
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            _core._save_on_sigterm(_on_sigterm)
-        atexit.register(_finish)
-        _wrap_os_exit()
+        _become_child(prof, _recording["dir"], {"forked_from": os.getppid()})
     except Exception as exc:  # noqa: BLE001 - the child runs on, unfollowed
         print(f"framescope: not following forked process {os.getpid()}: {exc}", file=sys.stderr)
 
