@@ -365,3 +365,19 @@ def test_torch_ops_in_a_child_once_it_imports_torch(tmp_path: Path) -> None:
     ops = {e["name"] for e in data["traceEvents"] if e.get("ph") == "X" and e["pid"] == child}
     # THEN the child's torch operators are recorded, in its process
     assert {"aten::ones", "aten::matmul"} <= ops, sorted(ops)[:30]
+
+
+def test_report_names_the_processes_of_a_followed_run(tmp_path: Path) -> None:
+    import framescope
+    from framescope import report
+
+    write(tmp_path / "pool.py", POOL)
+    r = framescope_run(tmp_path, "-o", "t.fstrace", "pool.py", "spawn")
+    assert r.returncode == 0, r.stderr
+    prof = framescope.load(tmp_path / "t.fstrace")
+    prof.export(tmp_path / "t.json")
+    # The flame graph of each thread says which process it belongs to, from the trace and
+    # from its Chrome JSON alike.
+    for data in (report.from_trace(prof.trace), report.load(str(tmp_path / "t.json"))):
+        labels = [t.label for t in data.threads]
+        assert sum(bool(re.search(r"SpawnPoolWorker-\d, pid \d+\)$", lb)) for lb in labels) >= 4, labels
