@@ -381,3 +381,20 @@ def test_report_names_the_processes_of_a_followed_run(tmp_path: Path) -> None:
     for data in (report.from_trace(prof.trace), report.load(str(tmp_path / "t.json"))):
         labels = [t.label for t in data.threads]
         assert sum(bool(re.search(r"SpawnPoolWorker-\d, pid \d+\)$", lb)) for lb in labels) >= 4, labels
+
+
+def test_child_still_running_at_the_end_gets_a_warning(tmp_path: Path) -> None:
+    # GIVEN a child the program does not wait for, which outlives it
+    write(tmp_path / "leave.py", """
+        import subprocess, sys
+        child = subprocess.Popen([sys.executable, "-c", "print('up', flush=True); "
+                                  "import time; time.sleep(8)"], stdout=subprocess.PIPE)
+        child.stdout.readline()  # it runs (and records) now; the program ends without it
+    """)
+    r = framescope_run(tmp_path, "-o", "t.json", "leave.py")
+    # THEN the run ends (after a short wait) with the parent's trace and a warning for it
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"child process \d+ \(python\S* -c .*time\.sleep\(8\).*\) ended without "
+                     r"saving its trace \(it crashed, was killed, or still runs\)", r.stderr), r.stderr
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert len({e["pid"] for e in data["traceEvents"] if e["ph"] == "X"}) == 1

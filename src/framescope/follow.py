@@ -304,6 +304,8 @@ def _save(prof: Any) -> None:
     try:
         if prof._running:
             prof.stop()
+        if not os.path.isdir(_child["dir"]):
+            return  # the parent has ended (and warned that this child's part is missing)
         final = os.path.join(_child["dir"], _child["token"] + ".fstrace")
         if prof._trace is not None:
             prof.save(final + ".tmp")
