@@ -71,6 +71,11 @@ def test_skew_ns(environ: Any = None) -> int:
         raise ValueError(f"FRAMESCOPE_TEST_CLOCK_SKEW_NS={text!r}: integers expected") from None
 
 
+def applied_skew_ns() -> int:
+    """The test skew this process applies (read once, at import)."""
+    return _SKEW
+
+
 def now_ns() -> int:
     """This process's CLOCK_MONOTONIC in ns, as its trace records it (with any test skew)."""
     return time.monotonic_ns() + _SKEW
@@ -101,7 +106,15 @@ def host_id() -> str:
     return f"{boot}+skew{_SKEW}" if _SKEW else boot
 
 
-_SKEW = test_skew_ns()
+def _initial_skew() -> int:
+    try:
+        return test_skew_ns()
+    except ValueError as exc:  # a bad test setting must not break `import framescope`
+        warnings.warn(f"framescope: ignoring {exc}", stacklevel=2)
+        return 0
+
+
+_SKEW = _initial_skew()
 
 
 # ---- measured offsets --------------------------------------------------------------------------

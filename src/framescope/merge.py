@@ -41,12 +41,15 @@ class MergedPart:
     offset_ns: int
     method: str
     error_ns: int | None
+    test_skew_ns: int = 0
 
     def describe(self) -> str:
         who = f"rank {self.rank}" if self.rank is not None else "no rank"
         err = f" (±{self.error_ns / 1e3:.0f} µs)" if self.error_ns is not None else ""
+        skew = (f" [its clock was skewed by {self.test_skew_ns / 1e6:+.3f} ms for a test]"
+                if self.test_skew_ns else "")
         return (f"{self.path}: {who}, pid {self.pid} on {self.hostname or '?'}: "
-                f"{self.offset_ns / 1e6:+.3f} ms by {self.method}{err}")
+                f"{self.offset_ns / 1e6:+.3f} ms by {self.method}{err}{skew}")
 
 
 def _main_entry(prof: profile) -> processes.Process | None:
@@ -157,9 +160,10 @@ def merge_files(paths: list[str]) -> tuple[profile, list[MergedPart], list[str]]
         its_rank = entry.rank if entry is not None else None
         group = its_rank if its_rank is not None else position
         _relabel(prof, its_rank, group, offset, method)
+        skew = meta.get("clock", {}).get("test_skew_ns", 0) if meta else 0
         placed.append(MergedPart(os.path.basename(path), its_rank, entry.pid if entry else None,
                                  str(meta.get("hostname", "")) if meta else "", offset, method,
-                                 error))
+                                 error, int(skew) if isinstance(skew, int) else 0))
         if merged is None:
             if offset:
                 prof.trace._shift_times(offset)

@@ -101,11 +101,11 @@ def describe(trace: Trace, clock_start: tuple[int, int], clock_stop: tuple[int, 
             "start": list(clock_start),
             "stop": list(clock_stop),
             "measured": [m.as_dict() for m in measured],
-            "test_skew_ns": clock_sync.test_skew_ns(),
+            "test_skew_ns": clock_sync.applied_skew_ns(),
         },
     }
-    if metadata["clock"]["test_skew_ns"]:  # type: ignore[index]
-        trace._shift_times(clock_sync.test_skew_ns())
+    if clock_sync.applied_skew_ns():
+        trace._shift_times(clock_sync.applied_skew_ns())
     trace._set_process(pid, name, labels, sort_index, json.dumps(metadata))
 
 
