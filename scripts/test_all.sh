@@ -21,7 +21,7 @@ step() { printf '\n=== %s ===\n' "$*"; }
 # ---- system packages ------------------------------------------------------------------------
 # chromium: tests/test_report.py loads the HTML report in headless Chromium (on 3.11)
 # openmpi-bin, libopenmpi-dev: tests/test_launchers.py runs a two-rank mpi4py job (on 3.11)
-apt_packages=(build-essential cmake ninja-build libgtest-dev libbenchmark-dev chromium
+apt_packages=(build-essential cmake ninja-build zlib1g-dev libgtest-dev libbenchmark-dev chromium
               openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -105,7 +105,7 @@ void Session::add_warning(std::string message) {
   warnings.push_back(std::move(message));
 }
 
-void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) noexcept {
+void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) {
   const uint64_t parent_tid = kept ? kept->os_tid : 0;
   const uint64_t pthread_id = pthread_thread_id();
   std::vector<InitialStack> stacks;
@@ -330,11 +330,11 @@ namespace internal {
 // Threads that record without locks (the append fast path) only touch their own newest chunk;
 // in the child those threads do not exist and their buffers are dropped.
 //
-// Stated behaviour (README, "Processes"): in the child, a running session goes on recording
-// into the child's own trace, which starts at the fork. Only the forking thread survives: its
-// frames and ranges open at the fork are open slices from the child's start, the events it
-// recorded before belong to the parent's trace, and every other thread's buffer is dropped.
-// The parent's session is unaffected.
+// Stated behaviour (README, "Interrupts, signals, forks, odd names"): in the child, a running
+// session goes on recording into the child's own trace, which starts at the fork. Only the forking
+// thread survives: its frames and ranges open at the fork are open slices from the child's start,
+// the events it recorded before belong to the parent's trace, and every other thread's buffer is
+// dropped. The parent's session is unaffected.
 namespace {
 
 std::shared_ptr<Session> g_fork_session;  // the session locked by fork_prepare()
@@ -377,7 +377,11 @@ void fork_child() noexcept {
   std::lock_guard<std::mutex> lock(session->mutex);
   ThreadBuffer* kept =
       t_owner.buffer && t_owner.buffer->epoch == session->epoch ? t_owner.buffer.get() : nullptr;
-  session->continue_in_fork_child(kept, now_ticks());
+  try {
+    session->continue_in_fork_child(kept, now_ticks());
+  } catch (...) {
+    // Out of memory in the child: its trace may keep some of the parent's events, no more.
+  }
 }
 
 }  // namespace

@@ -39,8 +39,8 @@ class Session {
   void add_warning(std::string message);
   /// In a forked child (single-threaded, see session.cpp): the session goes on in the child
   /// with `kept` (the forking thread's buffer, or null) as its only buffer, starting at
-  /// `fork_ticks`. Other threads' chunks go back to the pool.
-  void continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) noexcept;
+  /// `fork_ticks`. Other threads' chunks go back to the pool. Throws std::bad_alloc only.
+  void continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks);
 
   const SessionConfig config;
   const uint64_t epoch;

@@ -380,10 +380,16 @@ void bind_trace(nb::module_& m) {
            })
       .def_static(
           "deserialize",
-          [](nb::bytes data) {
+          [](nb::handle data) {
+            if (!PyBytes_Check(data.ptr())) {  // a clear TypeError, not a signature dump
+              PyErr_Format(PyExc_TypeError, "Trace.deserialize: data must be bytes, not %.100s",
+                           Py_TYPE(data.ptr())->tp_name);
+              throw nb::python_error();
+            }
             PyTrace t;
-            t.state->stored = std::make_shared<const StoredTrace>(StoredTrace::deserialize(
-                std::string_view(static_cast<const char*>(data.data()), data.size())));
+            const std::string_view bytes(PyBytes_AS_STRING(data.ptr()),
+                                         size_t(PyBytes_GET_SIZE(data.ptr())));
+            t.state->stored = std::make_shared<const StoredTrace>(StoredTrace::deserialize(bytes));
             t.state->backend = "deserialized";
             return t;
           },

@@ -1,6 +1,9 @@
 // cpp/python/module.cpp: framescope._core, the extension module.
 #include <nanobind/nanobind.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "tracer_api.h"
 
 namespace nb = nanobind;
@@ -17,6 +20,15 @@ bool term_signal_init(PyObject* module);  // term_signal.cpp (framescope.follow)
 
 NB_MODULE(_core, m) {
   m.doc() = "framescope's C++ core: sessions, ranges, the frame hook and the eval_frame API.";
+  m.attr("__version__") = FRAMESCOPE_VERSION;  // from src/framescope/_version.py (CMake)
+  // nanobind reports, at the very end of interpreter shutdown, every Trace object still alive.
+  // Objects are legitimately alive then when something the interpreter never tears down holds
+  // them: a daemon thread's frame (its module globals), torch's static state. Those reports say
+  // nothing about framescope and end users cannot act on them, so they are off unless asked for
+  // (FRAMESCOPE_NB_LEAK_WARNINGS=1, which the tests set to check that framescope itself leaks
+  // nothing at exit).
+  const char* leak_warnings = std::getenv("FRAMESCOPE_NB_LEAK_WARNINGS");
+  nb::set_leak_warnings(leak_warnings && std::strcmp(leak_warnings, "1") == 0);
   framescope::py::bind_trace(m);
   framescope::py::bind_trace_processes(m);
   framescope::py::bind_session(m);

@@ -7,6 +7,8 @@ from typing import Any, Callable, TypeVar
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+__version__: str  # framescope's version (src/framescope/_version.py, through CMake)
+
 # --- sessions and ranges
 
 def _start(

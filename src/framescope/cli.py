@@ -13,7 +13,7 @@ import signal
 import sys
 import types
 import zipfile
-from typing import Callable, NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence, cast
 
 from framescope import __version__, _core, clock_sync, follow, processes, ranks
 from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Low-overhead profiler for CPython: every Python call, plus native ranges.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"framescope {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+                parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
     run = sub.add_parser(
         "run",
         help="run a script or module under the profiler, write a trace, print a summary",
@@ -262,11 +263,11 @@ class _Finisher:
     def __init__(self, prof: profile, opts: argparse.Namespace) -> None:
         self.prof = prof
         self.opts = opts
-        self.pid = os.getpid()  # a forked child inherits this object and its atexit entry
         self.after_stop: list[Callable[[], None]] = []  # run once the session stopped
         self.finished = False
         self.interrupts = 0
         self.deferred: int | None = None  # a signal that came while the trace was written
+        self.pid = os.getpid()
 
     def install(self) -> None:
         atexit.register(self.finish)
@@ -307,9 +308,14 @@ class _Finisher:
         os._exit(128 + signum)  # (not reached: the signal ends the process)
 
     def finish(self) -> None:
-        if self.finished or os.getpid() != self.pid:  # a fork child saves through follow
+        if self.finished:
             return
         self.finished = True
+        if os.getpid() != self.pid:
+            # A child the program forked (os.fork) and that exits through python's exit path:
+            # the trace file is the parent's, which must not be overwritten by the child's.
+            _core._stop(self.prof, keep=False)
+            return
         _core._stop(self.prof)  # first: none of the finishing shows in the trace
         for hook in self.after_stop:
             hook()
@@ -449,7 +455,11 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
     else:
         sys.argv = list(target_argv)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target_argv[0])))
-    script = _load_script(target_argv[0]) if module is None else None
+    try:
+        script = _load_script(target_argv[0]) if module is None else None
+    except (SyntaxError, OSError, ValueError) as exc:  # as python reports a script it can't run
+        sys.excepthook(type(exc), exc.with_traceback(None), None)
+        return 1
     finisher = _Finisher(prof, opts)
     follower = _start_following(opts, prof, profile_kwargs, rank)
     finisher.after_stop.append(lambda: _after_session(prof, follower))

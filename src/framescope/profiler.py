@@ -366,6 +366,9 @@ class profile:
         """A table of the top functions and ranges by self time, total time or call count."""
         from framescope.analysis import summary_table
 
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
+
         return summary_table(self.trace, limit=limit, sort_by=sort_by)
 
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:
