@@ -398,3 +398,30 @@ def test_child_still_running_at_the_end_gets_a_warning(tmp_path: Path) -> None:
                      r"saving its trace \(it crashed, was killed, or still runs\)", r.stderr), r.stderr
     data = json.loads((tmp_path / "t.json").read_text())
     assert len({e["pid"] for e in data["traceEvents"] if e["ph"] == "X"}) == 1
+
+
+def test_forked_child_that_outlives_the_parent_is_merged_as_its_own_process(tmp_path: Path) -> None:
+    # GIVEN a forked child that ends half a second after the parent (within the parent's wait)
+    write(tmp_path / "forks.py", """
+        import os, sys, time
+
+        def parent_work():
+            return 1
+
+        def child_work():
+            return 2
+
+        if os.fork() == 0:
+            time.sleep(0.5)
+            child_work()
+            sys.exit(0)
+        parent_work()
+    """)
+    r = framescope_run(tmp_path, "-o", "t.json", "forks.py")
+    assert r.returncode == 0, r.stderr
+    assert "missing" not in r.stderr, r.stderr
+    # THEN the trace is the parent's, with the child's part beside it: not replaced by it
+    xs = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]
+    parent = {e["pid"] for e in xs if e["name"].endswith(": parent_work")}
+    child = {e["pid"] for e in xs if e["name"].endswith(": child_work")}
+    assert len(parent) == len(child) == 1 and parent != child
