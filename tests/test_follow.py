@@ -425,3 +425,20 @@ def test_forked_child_that_outlives_the_parent_is_merged_as_its_own_process(tmp_
     parent = {e["pid"] for e in xs if e["name"].endswith(": parent_work")}
     child = {e["pid"] for e in xs if e["name"].endswith(": child_work")}
     assert len(parent) == len(child) == 1 and parent != child
+
+
+def test_subprocess_with_preexec_fn_is_not_a_lost_fork(tmp_path: Path) -> None:
+    # GIVEN subprocesses started with a preexec_fn (their fork runs the fork hooks, then execs)
+    write(tmp_path / "pre.py", """
+        import os, subprocess, sys
+        subprocess.run(["true"], preexec_fn=os.setpgrp, check=True)
+        subprocess.run([sys.executable, "-c", "def exec_child(): pass\\nexec_child()"],
+                       preexec_fn=os.setpgrp, check=True)
+    """)
+    r = framescope_run(tmp_path, "-o", "t.json", "pre.py")
+    assert r.returncode == 0, r.stderr
+    # THEN no part is reported missing, and the Python program it ran is followed
+    assert "missing" not in r.stderr and "not following" not in r.stderr, r.stderr
+    xs = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]
+    assert len({e["pid"] for e in xs}) == 2
+    assert any(e["name"].endswith(": exec_child") for e in xs)

@@ -117,7 +117,7 @@ void prepend_carried(RawThread& t, PartThread& pt, TracePart& part) {
   const uint64_t c = d.carried.size();
   const uint64_t first = d.first_seq;
   const uint64_t start = std::max(first, c) - c;
-  const uint64_t shift = start + c - first;  // added to the kept slots' seqs
+  const uint64_t shift = start + c - first;            // added to the kept slots' seqs
   std::unordered_map<uint64_t, uint64_t> carried_seq;  // recorded seq -> new seq
   for (uint64_t i = 0; i < c; ++i) {
     RawEvent& e = d.carried[i];
@@ -146,6 +146,32 @@ void prepend_carried(RawThread& t, PartThread& pt, TracePart& part) {
   pt.runs.push_back({slots.data(), slots.size()});
 }
 
+// Threads that were running Python code at start but recorded nothing (blocked the whole
+// session): a thread of their own each, whose frames from the start stay open until the stop.
+void add_threads_without_events(const RawTrace& raw, const std::vector<bool>& initial_taken,
+                                const std::vector<std::pair<uint64_t, std::string>>& names,
+                                PartBuilder& b, TracePart& part) {
+  const int64_t pid = getpid();
+  for (size_t s = 0; s < raw.initial_stacks.size(); ++s) {
+    const InitialStack& is = raw.initial_stacks[s];
+    if (initial_taken[s] || is.keys.empty()) continue;
+    PartThread pt;
+    pt.info.pid = pid;
+    pt.info.os_tid = is.os_tid;
+    pt.info.pthread_id = is.pthread_id;
+    for (const auto& [ident, name] : names) {
+      if (ident == is.os_tid) pt.info.name = name;
+    }
+    pt.buffer_index = UINT32_MAX;  // no buffer: no range of it can end elsewhere
+    for (size_t i = 0; i < is.keys.size(); ++i) {
+      b.resolve_python(is.keys[i]);
+      pt.initial.push_back({part.keys.python[is.keys[i]],
+                            i < is.frame_addresses.size() ? is.frame_addresses[i] : 0});
+    }
+    part.threads.push_back(std::move(pt));
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolver,
@@ -166,7 +192,8 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
   // session epoch before it was cleared). Such events lie outside the session window and are
   // ignored by the replay, so that everything fits inside [start, stop].
   for (const AsyncEnd& ae : raw.async_ends) {
-    if (ae.ticks <= raw.stop_ticks) part->async_ends.push_back({ae.buffer_index, ae.begin_seq, ae.ticks});
+    if (ae.ticks <= raw.stop_ticks)
+      part->async_ends.push_back({ae.buffer_index, ae.begin_seq, ae.ticks});
   }
   const int64_t pid = getpid();
   std::vector<bool> initial_taken(raw.initial_stacks.size(), false);
@@ -234,6 +261,7 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
     if (!slots.empty()) pt.runs.push_back({slots.data(), slots.size()});
     part->threads.push_back(std::move(pt));
   }
+  add_threads_without_events(raw, initial_taken, names, b, *part);
   return part;
 }
 
@@ -251,6 +279,9 @@ struct Open {
   uint64_t frame_address;
   OpenKind kind;
   bool initial;  // pre-existing Python frame
+  // A frame whose slice a kPyExitEarly event ended: it keeps its place on the stack until its
+  // own return event arrives, but nothing nests under it.
+  bool ghost = false;
 };
 
 struct PairHash {
@@ -289,15 +320,21 @@ class Replayer {
     return sym(it == m.end() ? fallback : it->second);
   }
 
-  // Fills a new slice enclosed by the top of the stack.
+  // Fills a new slice enclosed by the top of the stack (the innermost entry but a ghost).
   Slice make(int64_t ts, uint32_t symbol, EventCategory cat) {
     Slice s;
     s.index = next_index_++;
-    s.parent = stack_.empty() ? -1 : int64_t(stack_.back().slice.index);
+    s.parent = -1;
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (!stack_[i].ghost) {
+        s.parent = int64_t(stack_[i].slice.index);
+        break;
+      }
+    }
     s.start_ns = ts + ref_.offset_ns;
     s.thread = thread_;
     s.symbol = symbol;
-    s.depth = uint32_t(stack_.size());
+    s.depth = uint32_t(stack_.size() - ghosts_);
     s.category = cat;
     return s;
   }
@@ -312,10 +349,44 @@ class Replayer {
 
   void close_at(size_t i, int64_t t, bool at_stop = false) {
     Open& o = stack_[i];
-    o.slice.dur_ns = std::max<int64_t>(0, t - o.raw_start);
-    o.slice.open_at_stop = at_stop;
-    v_.slice_end(o.slice);
+    if (o.ghost) {
+      --ghosts_;
+    } else {
+      o.slice.dur_ns = std::max<int64_t>(0, t - o.raw_start);
+      o.slice.open_at_stop = at_stop;
+      v_.slice_end(o.slice);
+    }
     stack_.erase(stack_.begin() + long(i));
+  }
+
+  // kPyInitialExit: the frame that was running at start at `address` ended at `t`. Python and C
+  // entries above it ended before it; ranges left open across its return stay open.
+  void close_initial_frame(uint64_t address, int64_t t) {
+    size_t i = stack_.size();
+    while (i-- > 0) {
+      if (stack_[i].initial && stack_[i].frame_address == address) break;
+    }
+    if (i >= stack_.size()) return;
+    for (size_t j = stack_.size(); j-- > i;) {
+      if (j == i || stack_[j].kind != OpenKind::kRange) close_at(j, t);
+    }
+  }
+
+  // kPyExitEarly: the innermost Python frame ended at `t`, before its return event (3.12+ free a
+  // returning frame's locals, running finalizers, before the hook sees it return). Its slice
+  // ends now; its entry stays as a ghost for the return event to remove.
+  void exit_early(int64_t t) {
+    for (size_t i = stack_.size(); i-- > 0;) {
+      Open& o = stack_[i];
+      if (o.kind != OpenKind::kPython) continue;
+      if (o.ghost) return;  // ended already (a second finalizer)
+      o.slice.dur_ns = std::max<int64_t>(0, t - o.raw_start);
+      v_.slice_end(o.slice);
+      o.ghost = true;
+      o.initial = false;
+      ++ghosts_;
+      return;
+    }
   }
 
   // Closes the innermost open entry of `kind` at `t`. Entries of other kinds above it (a range
@@ -332,6 +403,7 @@ class Replayer {
   void replay_thread(const PartThread& t, uint32_t thread) {
     thread_ = thread;
     stack_.clear();
+    ghosts_ = 0;
     for (const StoredFrame& f : t.initial) {
       open(start_ns_, sym(f.symbol), EventCategory::kPythonFunction, OpenKind::kPython, 0,
            UINT32_MAX, true, f.address);
@@ -433,10 +505,17 @@ class Replayer {
               if (stack_[i].initial && stack_[i].frame_address == payload) break;
             }
             if (i < stack_.size()) {
-              while (stack_.size() > i + 1 && stack_.back().initial) close_at(stack_.size() - 1, ts);
+              while (stack_.size() > i + 1 && stack_.back().initial)
+                close_at(stack_.size() - 1, ts);
             }
             break;
           }
+          case EventKind::kPyInitialExit:
+            close_initial_frame(payload, ts);
+            break;
+          case EventKind::kPyExitEarly:
+            exit_early(ts);
+            break;
           case EventKind::kMark: {
             if (payload < t.marks_base || payload - t.marks_base >= t.marks.size()) break;
             Slice s = make(ts, sym(t.marks[payload - t.marks_base]), EventCategory::kMark);
@@ -467,6 +546,7 @@ class Replayer {
   int64_t start_ns_ = 0, stop_ns_ = 0;
   uint32_t thread_ = 0;
   std::vector<Open> stack_;
+  size_t ghosts_ = 0;  // ghost entries in stack_
   std::unordered_map<std::pair<uint32_t, uint64_t>, uint64_t, PairHash> async_ends_;
 };
 

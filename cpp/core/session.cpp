@@ -144,12 +144,15 @@ void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) {
     if (kind_of(close.word) == EventKind::kPyReturn) {
       stack.keys.pop_back();
       stack.frame_addresses.resize(std::min(stack.frame_addresses.size(), stack.keys.size()));
-    } else {  // kPyAnchor: the frame at this address runs, those above it have returned
+    } else {
+      // kPyAnchor: the frame at this address runs, those above it have returned;
+      // kPyInitialExit: the frame at this address has returned too.
       const uint64_t address = payload_of(close.word);
+      const size_t keep = kind_of(close.word) == EventKind::kPyInitialExit ? 0 : 1;
       for (size_t i = stack.frame_addresses.size(); i-- > 0;) {
         if (stack.frame_addresses[i] == address) {
-          stack.keys.resize(i + 1);
-          stack.frame_addresses.resize(i + 1);
+          stack.keys.resize(i + keep);
+          stack.frame_addresses.resize(i + keep);
           break;
         }
       }

@@ -185,8 +185,11 @@ void ThreadBuffer::carry_open_begins(const Chunk& chunk, size_t slots) noexcept 
           });
           break;
         case EventKind::kPyAnchor:
+        case EventKind::kPyInitialExit:
           close_initial(e.ticks, e.word);
           break;
+        // (kPyExitEarly is not carried: a frame whose early end lies in a recycled chunk ends at
+        // its return event, with what ran while its locals were freed inside it.)
         case EventKind::kBase:
           base = e.ticks;
           break;

@@ -14,6 +14,7 @@
 
 #include "framescope/session.h"
 #include "framescope/stored_trace.h"
+#include "initial_frames_api.h"
 #include "py_text.h"
 #include "session_impl.h"
 #include "thread_names.h"
@@ -62,8 +63,9 @@ bool set_owner_state(PyObject* owner, bool running, PyObject* trace) {
 
 void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bool with_flops,
                    const std::string& backend, bool c_calls,
-                   const std::vector<std::string>& prune_prefixes, nb::handle current_frames,
-                   size_t memory_limit, bool keep_newest, bool propagated_only, bool torch_ops) {
+                   const std::vector<std::string>& prune_prefixes, nb::handle native_ids,
+                   size_t memory_limit, bool keep_newest, bool propagated_only, bool torch_ops,
+                   const std::string& skip_frames_prefix) {
   SessionConfig config;
   config.record_shapes = record_shapes;
   config.profile_memory = profile_memory;
@@ -86,7 +88,7 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
   }
   // Before the tracer: it must know threading's bootstrap code from the first frame it sees.
   if (options.backend != TracerBackend::kNone) thread_names_start();
-  if (!tracer_start(options, current_frames.ptr()) ||
+  if (!tracer_start(options, native_ids.ptr(), skip_frames_prefix) ||
       (torch_ops && !call_core("_torch_ops_enable", record_shapes ? Py_True : Py_False)) ||
       !set_owner_state(owner.ptr(), true, Py_None)) {
     PyObject *type, *value, *tb;
@@ -260,6 +262,7 @@ PyObject* at_exit(PyObject*, PyObject*) {
 // the core's): the parent's other threads are gone.
 PyObject* after_fork_in_child(PyObject*, PyObject*) {
   thread_names_after_fork_child();
+  initial_frames_after_fork_child();
   Py_RETURN_NONE;
 }
 
@@ -296,8 +299,9 @@ bool register_hook(const char* module, const char* fn, PyMethodDef* def, const c
 
 void bind_session_control(nb::module_& m) {
   m.def("_start", &start_session, "owner"_a, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
-        "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
-        "keep_newest"_a, "propagated_only"_a = false, "torch_ops"_a = false);
+        "backend"_a, "c_calls"_a, "prune_prefixes"_a, "native_ids"_a.none(), "memory_limit"_a,
+        "keep_newest"_a, "propagated_only"_a = false, "torch_ops"_a = false,
+        "skip_frames_prefix"_a = "");
   m.def("_stop", &stop_session, "owner"_a, "keep"_a = true);
   m.def(
       "_session_owner", [] { return g_owner ? nb::borrow(g_owner) : nb::none(); },

@@ -19,15 +19,18 @@ def _start(
     backend: str,
     c_calls: bool,
     prune_prefixes: list[str],
-    current_frames: dict[int, FrameType | tuple[FrameType, int]] | None,
+    native_ids: dict[int, int] | None,
     memory_limit: int,
     keep_newest: bool,
     propagated_only: bool = False,
     torch_ops: bool = False,
+    skip_frames_prefix: str = "",
 ) -> None:
     """Starts the session for ``owner`` (a profile) and sets ``owner._running = True`` and
     ``owner._trace = None`` in the same call (RuntimeError if a session runs, ValueError for a
-    bad backend)."""
+    bad backend). The frames running on every thread become open slices (``native_ids``: thread
+    ident -> OS id); with the frame hook, the caller's innermost frames whose file starts with
+    ``skip_frames_prefix`` (framescope's own) are left out."""
 
 def _stop(owner: object, keep: bool = True) -> bool:
     """Stops the session ``owner`` started; its Trace (None unless ``keep``) goes to

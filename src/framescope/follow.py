@@ -89,6 +89,10 @@ class Follower:
         self._restore_env()
         warnings: list[str] = []
         try:
+            unregistered = await_forked_children()
+            if unregistered:
+                warnings.append(f"framescope: {unregistered} forked child process(es) ended "
+                                "before they could record: their parts are missing")
             markers = self._markers()
             self._wait_for(markers)
             parts = []
@@ -249,21 +253,68 @@ def _follow_forks(prof: Any, folder: str) -> None:
     """Makes every process forked from this one from now on a followed child (once per
     process; the latest profile counts)."""
     if not _recording:
-        os.register_at_fork(after_in_child=_after_fork_in_child)
-    _recording.update(prof=prof, dir=folder)
+        os.register_at_fork(after_in_parent=_after_fork_in_parent,
+                            after_in_child=_after_fork_in_child)
+    _recording.update(prof=prof, dir=folder, pid=os.getpid(), forks=0)
+
+
+def _following_forks() -> bool:
+    prof = _recording.get("prof")
+    return prof is not None and prof._running and os.path.isdir(_recording.get("dir", ""))
+
+
+def _exec_follows(caller: Any) -> bool:
+    """Whether the fork being handled is subprocess's with a preexec_fn, which runs the fork
+    hooks and then replaces the child with the new program (a Python one follows by itself)."""
+    code = getattr(caller, "f_code", None)
+    return code is not None and code.co_name == "_execute_child" and \
+        os.path.basename(code.co_filename) == "subprocess.py"
+
+
+def _after_fork_in_parent() -> None:
+    # Counted, so that the end of this process waits for the child's marker: the child writes it
+    # right after the fork, but this process may reach its end first.
+    if _recording.get("pid") == os.getpid() and _following_forks() and \
+            not _exec_follows(sys._getframe(1)):
+        _recording["forks"] += 1
+
+
+def await_forked_children(timeout_s: float = WAIT_FOR_CHILDREN_S) -> int:
+    """Waits (at most ``timeout_s``) until every child forked from this process while it
+    recorded has left its marker; returns how many did not."""
+    if _recording.get("pid") != os.getpid() or not _recording.get("forks"):
+        return 0
+    folder, me = _recording["dir"], os.getpid()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = 0
+        try:
+            names = [n for n in os.listdir(folder) if n.endswith(".started")]
+        except OSError:
+            return 0
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    seen += json.load(f).get("forked_from") == me
+            except (OSError, ValueError, AttributeError):
+                continue
+        missing = int(_recording["forks"]) - seen
+        if missing <= 0 or time.monotonic() > deadline:
+            return max(0, missing)
+        time.sleep(0.005)
 
 
 def _after_fork_in_child() -> None:
     """In a child forked while this process recorded: its session goes on (the core's fork
     handlers), so it only needs what a followed child has."""
-    prof = _recording.get("prof")
-    if prof is None or not prof._running or not os.path.isdir(_recording.get("dir", "")):
+    if not _following_forks() or _exec_follows(sys._getframe(1)):
         return
+    _recording.update(pid=os.getpid(), forks=0)  # from now on: this process's own forks
     try:
         # framescope run's own SIGTERM handler (inherited) would end the child unsaved.
         if getattr(signal.getsignal(signal.SIGTERM), "__module__", None) == "framescope.cli":
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        _become_child(prof, _recording["dir"], {"forked_from": os.getppid()})
+        _become_child(_recording["prof"], _recording["dir"], {"forked_from": os.getppid()})
     except Exception as exc:  # noqa: BLE001 - the child runs on, unfollowed
         print(f"framescope: not following forked process {os.getpid()}: {exc}", file=sys.stderr)
 
@@ -292,6 +343,7 @@ def _finish() -> None:
             return
         _child["saved"] = _child["finishing"] = True
         try:
+            await_forked_children()  # so that the parent finds their markers
             _save(_child["prof"])
         finally:
             _child["finishing"] = False

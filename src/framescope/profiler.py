@@ -7,7 +7,7 @@ import site
 import sys
 import sysconfig
 import threading
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from framescope import _core, processes, ranks
@@ -46,26 +46,26 @@ def _prune_prefixes() -> list[str]:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _current_stacks(skip_framescope: bool) -> dict[int, FrameType | tuple[FrameType, int]]:
-    """The frames running on every thread (sys._current_frames()), each with its thread's native
-    id where threading knows it (pthread ids are reused when a thread exits mid-session).
+# In a forked child, threading keeps the parent's OS id for the thread that forked (3.10-3.13):
+# the right one is read once in the child.
+_forked_native_ids: dict[int, int] = {}
 
-    With ``skip_framescope``, this thread's framescope frames (start, __enter__) are left out:
-    they return right after the session starts, which the frame hook does not see (the
-    fallbacks do, so they keep them)."""
-    frames: dict[int, FrameType | tuple[FrameType, int]] = {}
-    native = {t.ident: t.native_id for t in threading.enumerate()}
-    me = threading.get_ident()
-    for ident, frame in sys._current_frames().items():
-        f: FrameType | None = frame
-        if skip_framescope and ident == me:
-            while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
-                f = f.f_back
-        if f is None:
-            continue
-        nid = native.get(ident)
-        frames[ident] = (f, nid) if nid is not None else f
-    return frames
+
+def _note_forked_thread() -> None:
+    _forked_native_ids.clear()
+    _forked_native_ids[threading.get_ident()] = threading.get_native_id()
+
+
+os.register_at_fork(after_in_child=_note_forked_thread)
+
+
+def _native_thread_ids() -> dict[int, int]:
+    """Thread ident -> OS thread id of the threads threading knows (pthread ids are reused when a
+    thread exits mid-session, OS ids are not). The frames running on every thread are read by
+    the core itself when the session starts, with no Python code in between."""
+    ids = {t.ident: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
+    ids.update((i, n) for i, n in _forked_native_ids.items() if i in ids)
+    return ids
 
 
 _FALLBACK_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
@@ -263,7 +263,6 @@ class profile:
             if why:
                 self._start_warnings.append(why)
         self._clock = processes.session_starting()
-        frames = _current_stacks(self._backend == "frame_hook") if self.with_stack else None
         return {
             "record_shapes": self.record_shapes,
             "profile_memory": self.profile_memory,
@@ -271,7 +270,9 @@ class profile:
             "backend": self._backend,
             "c_calls": self.c_calls,
             "prune_prefixes": _prune_prefixes(),
-            "current_frames": frames,
+            "native_ids": _native_thread_ids() if self.with_stack else None,
+            # The frame hook does not see framescope's own start frames return: leave them out.
+            "skip_frames_prefix": _PACKAGE_DIR if self._backend == "frame_hook" else "",
             "memory_limit": self._memory_limit,
             "keep_newest": self._keep_newest,
             "torch_ops": self.torch_ops,  # attached in __init__; enabled with the session
