@@ -194,3 +194,32 @@ def test_mpirun_mpi4py_framescope_run(tmp_path: Path) -> None:
         # measured after MPI's initialisation (import of mpi4py.MPI) and at the session's stop
         assert len(entry.metadata["clock"]["measured"]) == 2
     _check_merged(tmp_path, ": train_step", 20, "MPI")
+
+
+ONLY_RANK_0 = """
+    import torch
+    import torch.distributed as dist
+    import framescope
+
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 0:            # a session on rank 0 only: rank 1 never syncs
+        with framescope.profile() as prof:
+            sum(range(100))
+        prof.save("rank{rank}.fstrace")
+    t = torch.ones(4)
+    dist.all_reduce(t)                  # the job's own collective still matches up afterwards
+    assert int(t[0]) == 2
+    dist.destroy_process_group()
+"""
+
+
+def test_a_rank_that_does_not_sync_costs_a_timeout_not_a_hang(tmp_path: Path) -> None:
+    _require("torch")
+    (tmp_path / "job.py").write_text(textwrap.dedent(ONLY_RANK_0))
+    env = _env(FRAMESCOPE_CLOCK_SYNC="collective", FRAMESCOPE_CLOCK_SYNC_TIMEOUT="2")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                        "job.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert r.stderr.count("did not reach sync round") == 2, r.stderr[-4000:]  # start and stop
+    entry = processes.read(processes_only(str(tmp_path / "rank0.fstrace")).trace)[0]
+    assert entry.name == "rank 0"

@@ -160,9 +160,8 @@ class _StoreTransport:
     def recv(self, src: int, deadline: float) -> tuple[int, ...] | None:
         import datetime
 
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
+        # Past the deadline, still look once: a message may be waiting already.
+        remaining = max(deadline - time.monotonic(), 0.01)
         self.store.set_timeout(datetime.timedelta(seconds=remaining))
         try:
             data = self.store.queue_pop(f"{_STORE_PREFIX}/{src}/{self.rank}")
@@ -226,15 +225,17 @@ def measure(t: _Transport, timeout_s: float) -> tuple[Measurement | None, str | 
     key = t.via
     round_ = _rounds.get(key, 0)
     _rounds[key] = round_ + 1
-    deadline = time.monotonic() + timeout_s
+    start = time.monotonic()
     if t.rank == 0:
+        # Every rank has `timeout_s` to arrive; then each is served with a fresh `timeout_s`.
         ready = []
         for r in range(1, t.size):
-            if _recv_round(t, r, _HELLO, round_, deadline) is not None:
+            if _recv_round(t, r, _HELLO, round_, start + timeout_s) is not None:
                 ready.append(r)
         for r in range(1, t.size):
             t.send(r, (_DECIDE, round_, int(r in ready)))
         for r in ready:
+            deadline = time.monotonic() + timeout_s
             for _ in range(_PINGS):
                 if _recv_round(t, r, _PING, round_, deadline) is None:
                     break
@@ -246,11 +247,14 @@ def measure(t: _Transport, timeout_s: float) -> tuple[Measurement | None, str | 
                        f"{round_} within {timeout_s:g}s; their times are aligned by the wall clock")
         return Measurement(now_ns(), 0, 0, t.via), warning
     t.send(0, (_HELLO, round_))
-    decision = _recv_round(t, 0, _DECIDE, round_, deadline)
+    # Rank 0 decides within `timeout_s` of its own arrival, which may be up to `timeout_s` later.
+    decision = _recv_round(t, 0, _DECIDE, round_, start + 2 * timeout_s)
     if decision is None or len(decision) < 3 or not decision[2]:
         return None, (f"framescope: clock sync: rank 0 did not take part in sync round {round_} "
                       f"(within {timeout_s:g}s); this rank's times are aligned by the wall clock")
     best: Measurement | None = None
+    # Rank 0 serves the ranks one after another: this one's turn may take a while to come.
+    deadline = time.monotonic() + timeout_s + 0.01 * t.size
     for _ in range(_PINGS):
         t1 = now_ns()
         t.send(0, (_PING, round_))
