@@ -9,6 +9,14 @@
 
 namespace framescope {
 
+namespace internal {
+// trace_processes.cpp: gives the threads [first, end) of `threads` and `processes` fresh pids
+// where `mine` already uses theirs.
+void separate_pids(const StoredTrace& mine, const StoredTrace& theirs,
+                   std::vector<ThreadInfo>& threads, size_t first,
+                   std::vector<ProcessInfo>& processes);
+}  // namespace internal
+
 StoredTrace::StoredTrace() = default;
 StoredTrace::~StoredTrace() = default;
 
@@ -19,6 +27,7 @@ StoredTrace::StoredTrace(const StoredTrace& o)
       threads_(o.threads_),
       details_(o.details_),
       warnings_(o.warnings_),
+      processes_(o.processes_),
       start_ns_(o.start_ns_),
       stop_ns_(o.stop_ns_),
       dropped_(o.dropped_),
@@ -34,6 +43,7 @@ StoredTrace& StoredTrace::operator=(const StoredTrace& o) {
     threads_ = std::move(copy.threads_);
     details_ = std::move(copy.details_);
     warnings_ = std::move(copy.warnings_);
+    processes_ = std::move(copy.processes_);
     start_ns_ = copy.start_ns_;
     stop_ns_ = copy.stop_ns_;
     dropped_ = copy.dropped_;
@@ -93,13 +103,25 @@ void StoredTrace::add_part(std::shared_ptr<const internal::TracePart> part, int6
   event_count_.store(-1);
 }
 
-StoredTrace StoredTrace::merged(const StoredTrace& other, int64_t offset_ns) const {
+StoredTrace StoredTrace::merged(const StoredTrace& other, int64_t offset_ns,
+                                bool separate_pids) const {
   StoredTrace out(*this);
+  const size_t first_new_thread = out.threads_.size();
   for (const PartRef& ref : other.parts_) {
     int64_t sum;
     if (__builtin_add_overflow(ref.offset_ns, offset_ns, &sum))
       sum = offset_ns < 0 ? INT64_MIN : INT64_MAX;
     out.add_part(ref.part, sum);
+  }
+  // add_part copied the parts' own thread infos: take over `other`'s (they may be remapped).
+  std::copy(other.threads_.begin(), other.threads_.end(),
+            out.threads_.begin() + long(first_new_thread));
+  std::vector<ProcessInfo> theirs = other.processes_;
+  if (separate_pids) internal::separate_pids(*this, other, out.threads_, first_new_thread, theirs);
+  for (ProcessInfo& p : theirs) {
+    const bool known = std::any_of(out.processes_.begin(), out.processes_.end(),
+                                   [&](const ProcessInfo& q) { return q.pid == p.pid; });
+    if (!known) out.processes_.push_back(std::move(p));
   }
   return out;
 }
@@ -127,8 +149,9 @@ uint64_t StoredTrace::event_count() const {
 }
 
 TraceView StoredTrace::view() const noexcept {
-  return TraceView{symbols_,  threads_, details_, warnings_,
-                   start_ns_, stop_ns_, dropped_, recorded_};
+  return TraceView{symbols_,  threads_,  details_,
+                   warnings_, start_ns_, stop_ns_,
+                   dropped_,  recorded_, processes_.empty() ? nullptr : &processes_};
 }
 
 void StoredTrace::visit(TraceVisitor& visitor) const {

@@ -6,6 +6,8 @@
 //     kPart    (1): a part starts: time offset, clock calibration, start/stop ticks
 //     kChunk   (2): aux = thread buffer index; u64 first seq, u64 slot count, slots (16 B each)
 //     kTables  (3): the part's tables (symbols, key tables, threads, details...); ends the part
+//     kProcesses (4): the trace's process table (pid, name, labels, sort index, metadata);
+//                     optional, at most one, between parts (written after the last)
 // Slot payloads start 16-byte aligned in the file, so a mapped file is replayed in place.
 // Chunks of a part come before its tables, in any order between threads but in sequence within
 // one: that is what lets a running session append chunks as they fill (streaming capture) and
@@ -188,7 +190,7 @@ void write_chunk(BlockWriter& w, uint32_t buffer_index, uint64_t first_seq, cons
   w.end_record(length);
 }
 
-void write_part_tables(BlockWriter& w, const TracePart& part) {
+void write_part_tables(BlockWriter& w, const TracePart& part, const ThreadInfo* infos) {
   BlockWriter t;
   t.pod<uint64_t>(part.symbols.size());
   for (const Symbol& s : part.symbols) {
@@ -206,13 +208,15 @@ void write_part_tables(BlockWriter& w, const TracePart& part) {
   write_map(t, part.keys.c_function);
   write_map(t, part.keys.static_name);
   t.pod<uint64_t>(part.threads.size());
-  for (const PartThread& th : part.threads) {
+  for (size_t i = 0; i < part.threads.size(); ++i) {
+    const PartThread& th = part.threads[i];
+    const ThreadInfo& info = infos ? infos[i] : th.info;
     t.pod<uint32_t>(th.buffer_index);
-    t.pod<int64_t>(th.info.pid);
-    t.pod<uint64_t>(th.info.os_tid);
-    t.pod<uint64_t>(th.info.pthread_id);
-    t.pod<uint64_t>(th.info.logical_tid);
-    t.str(th.info.name);
+    t.pod<int64_t>(info.pid);
+    t.pod<uint64_t>(info.os_tid);
+    t.pod<uint64_t>(info.pthread_id);
+    t.pod<uint64_t>(info.logical_tid);
+    t.str(info.name);
     t.pod<uint64_t>(th.first_seq);
     t.pod<uint64_t>(th.ranges_base);
     t.pod<uint64_t>(th.ranges.size());
@@ -261,7 +265,43 @@ void write_part_tables(BlockWriter& w, const TracePart& part) {
   w.record(RecordType::kTables, 0, t.buffer());
 }
 
+void write_processes(BlockWriter& w, const std::vector<ProcessInfo>& processes) {
+  BlockWriter t;
+  t.pod<uint64_t>(processes.size());
+  for (const ProcessInfo& p : processes) {
+    t.pod<int64_t>(p.pid);
+    t.str(p.name);
+    t.pod<uint64_t>(p.labels.size());
+    for (const std::string& l : p.labels) t.str(l);
+    t.pod<int32_t>(p.sort_index);
+    t.str(p.metadata);
+  }
+  w.record(RecordType::kProcesses, 0, t.buffer());
+}
+
 namespace {
+
+// The process table of a kProcesses record; pids are unique.
+std::vector<ProcessInfo> read_processes(std::string_view payload) {
+  Reader r(payload);
+  std::vector<ProcessInfo> out;
+  const uint64_t n = r.count(36);
+  for (uint64_t i = 0; i < n; ++i) {
+    ProcessInfo p;
+    p.pid = r.pod<int64_t>();
+    p.name = r.str();
+    const uint64_t k = r.count(8);
+    for (uint64_t j = 0; j < k; ++j) p.labels.push_back(r.str());
+    p.sort_index = r.pod<int32_t>();
+    p.metadata = r.str();
+    for (const ProcessInfo& q : out) {
+      if (q.pid == p.pid) fail("duplicate process");
+    }
+    out.push_back(std::move(p));
+  }
+  if (!r.done()) fail("trailing bytes in the process table");
+  return out;
+}
 
 struct PendingChunk {
   uint64_t first_seq;
@@ -448,8 +488,9 @@ void StoredTrace::serialize(OutputSink& out) const {
         seq += run.count;
       }
     }
-    internal::write_part_tables(w, part);
+    internal::write_part_tables(w, part, threads_.data() + ref.thread_base);
   }
+  if (!processes_.empty()) internal::write_processes(w, processes_);
   w.flush();
 }
 
@@ -473,6 +514,7 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
   std::shared_ptr<TracePart> part;
   int64_t offset_ns = 0;
   std::map<uint32_t, std::vector<PendingChunk>> chunks;
+  bool have_processes = false;
   size_t pos = 16;
   // Reading a record header faults in the pages around it (the kernel maps up to 64 KiB around
   // a fault): a big mapped file lets go of what the scan passed, as the replay does.
@@ -545,6 +587,13 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
         if (in_place) part->mapped = owner;
         out.add_part(std::move(part), offset_ns);
         part.reset();
+        break;
+      }
+      case RecordType::kProcesses: {
+        if (part) fail("process table inside a part");
+        if (have_processes) fail("second process table");
+        have_processes = true;
+        out.processes_ = read_processes(payload);
         break;
       }
       default:

@@ -7,6 +7,7 @@
 
 #include "framescope/chrome_trace.h"
 #include "framescope/writers.h"
+#include "process_names.h"
 #include "text_buffer.h"
 
 namespace framescope {
@@ -77,14 +78,7 @@ class ChromeWriter final : public TraceVisitor {
     for (const ThreadInfo& th : v.threads) {
       if (std::find(pids.begin(), pids.end(), th.pid) == pids.end()) pids.push_back(th.pid);
     }
-    for (int64_t pid : pids) {
-      sep();
-      out_.put("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
-      out_.put_int(pid);
-      out_.put(",\"tid\":0,\"args\":{\"name\":\"python ");
-      out_.put_int(pid);
-      out_.put("\"}}");
-    }
+    for (int64_t pid : pids) write_process(v, pid);
     thread_prefix_.reserve(v.threads.size());
     for (size_t i = 0; i < v.threads.size(); ++i) {
       const ThreadInfo& th = v.threads[i];
@@ -109,6 +103,38 @@ class ChromeWriter final : public TraceVisitor {
       out_.put_uint(i);
       out_.put("}}");
     }
+  }
+
+  // The process's name, labels and sort index (from the trace's process table) as metadata.
+  void write_process(const TraceView& v, int64_t pid) {
+    auto& b = out_.raw();
+    auto begin = [&](const char* what) {
+      sep();
+      out_.put("{\"ph\":\"M\",\"name\":\"");
+      out_.put(what);
+      out_.put("\",\"pid\":");
+      out_.put_int(pid);
+      out_.put(",\"tid\":0,\"args\":{");
+    };
+    begin("process_name");
+    out_.put("\"name\":\"");
+    append_json_escaped(b, process_display_name(v, pid));
+    out_.put("\"}}");
+    const ProcessInfo* p = find_process(v, pid);
+    if (!p) return;
+    if (!p->labels.empty()) {
+      begin("process_labels");
+      out_.put("\"labels\":\"");
+      for (size_t i = 0; i < p->labels.size(); ++i) {
+        if (i) out_.put(',');
+        append_json_escaped(b, p->labels[i]);
+      }
+      out_.put("\"}}");
+    }
+    begin("process_sort_index");
+    out_.put("\"sort_index\":");
+    out_.put_int(p->sort_index);
+    out_.put("}}");
   }
 
   void slice_end(const Slice& s) override { write_event(s, 'X'); }

@@ -12,8 +12,10 @@ namespace framescope::py {
 void bind_session(nb::module_& m);
 void bind_session_control(nb::module_& m);  // session_control.cpp
 void bind_trace(nb::module_& m);
+void bind_trace_processes(nb::module_& m);  // bindings_processes.cpp
 bool bench_hooks_init(PyObject* module);  // bench_hooks.cpp (benchmarks)
 bool torch_ops_init(PyObject* module);    // torch_ops.cpp (profile(torch_ops=True))
+bool term_signal_init(PyObject* module);  // term_signal.cpp (framescope.follow)
 }  // namespace framescope::py
 
 NB_MODULE(_core, m) {
@@ -28,11 +30,12 @@ NB_MODULE(_core, m) {
   const char* leak_warnings = std::getenv("FRAMESCOPE_NB_LEAK_WARNINGS");
   nb::set_leak_warnings(leak_warnings && std::strcmp(leak_warnings, "1") == 0);
   framescope::py::bind_trace(m);
+  framescope::py::bind_trace_processes(m);
   framescope::py::bind_session(m);
   framescope::py::bind_session_control(m);
   if (!framescope::py::record_function_init(m.ptr()) || !framescope::py::c_api_init(m.ptr()) ||
       !framescope::py::eval_frame_api_init(m.ptr()) || !framescope::py::bench_hooks_init(m.ptr()) ||
-      !framescope::py::torch_ops_init(m.ptr())) {
+      !framescope::py::torch_ops_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr())) {
     throw nb::python_error();
   }
 }

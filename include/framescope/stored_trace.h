@@ -67,8 +67,18 @@ class StoredTrace final : public TraceSource {
   std::string serialize() const;
 
   /// A new trace with the parts of `other` appended after this one's, its times shifted by
-  /// `offset_ns` (threads keep their pids; symbols are re-interned).
-  StoredTrace merged(const StoredTrace& other, int64_t offset_ns = 0) const;
+  /// `offset_ns` (symbols are re-interned). Threads keep their pids, unless `separate_pids`:
+  /// then every pid of `other` that this trace already has (another host's process, a reused
+  /// pid) becomes a fresh one, above every pid of both, in its threads and its process entry.
+  /// Process entries are united; for a pid both have, this trace's entry is kept.
+  StoredTrace merged(const StoredTrace& other, int64_t offset_ns = 0,
+                     bool separate_pids = false) const;
+
+  /// The processes this trace names, at most one entry per pid (framescope.processes fills
+  /// them: names, labels, rank and clock metadata). Saved in the .fstrace.
+  const std::vector<ProcessInfo>& processes() const noexcept { return processes_; }
+  /// A copy of this trace whose entry for `info.pid` is `info` (added, or replacing the old).
+  StoredTrace with_process(ProcessInfo info) const;
 
   // ---- TraceSource ----
   /// Counted by one replay the first time it is asked (then cached). Thread-safe.
@@ -110,6 +120,7 @@ class StoredTrace final : public TraceSource {
   std::vector<ThreadInfo> threads_;
   std::vector<EventDetail> details_;
   std::vector<std::string> warnings_;
+  std::vector<ProcessInfo> processes_;
   int64_t start_ns_ = 0;
   int64_t stop_ns_ = 0;
   uint64_t dropped_ = 0;

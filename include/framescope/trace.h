@@ -74,6 +74,18 @@ struct ThreadInfo {
   std::string name;
 };
 
+/// A process of a trace (one per pid): what viewers call its group of thread tracks. Traces of
+/// several processes (children followed by `framescope run`, ranks of a job) carry one each.
+/// Plain value type.
+struct ProcessInfo {
+  int64_t pid = 0;
+  std::string name;                 ///< e.g. "rank 0" or "SpawnPoolWorker-1"; empty: "python <pid>"
+  std::vector<std::string> labels;  ///< shown beside the name (the command line, "rank 1"...)
+  int32_t sort_index = 0;           ///< order of the process groups in viewers (lower first)
+  std::string metadata;             ///< JSON object text kept for framescope.processes (rank,
+                                    ///< host, clock measurements); not interpreted here
+};
+
 /// Aggregate over events of one symbol (summary tables).
 struct SymbolStats {
   uint32_t symbol = 0;

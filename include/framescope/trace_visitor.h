@@ -53,6 +53,9 @@ struct TraceView {
   int64_t stop_ns = 0;
   uint64_t dropped_events = 0;
   uint64_t recorded_events = 0;
+  /// The trace's processes by pid, or null when it names none (a pid without an entry is
+  /// "python <pid>").
+  const std::vector<ProcessInfo>* processes = nullptr;
 };
 
 /// Receives one replay. Calls come in this order: begin_trace; then per thread begin_thread,

@@ -172,6 +172,18 @@ class Trace:
         """Raises ValueError for data that is not a serialized trace."""
 
     def merge(self, other: Trace, offset_ns: int = 0) -> None: ...
+    # process table and clocks (cpp/python/bindings_processes.cpp; used by framescope.processes,
+    # framescope.merge and framescope.follow)
+    def _processes(self) -> list[tuple[int, str, list[str], int, str]]:
+        """(pid, name, labels, sort index, metadata JSON) per process entry."""
+    def _set_process(self, pid: int, name: str, labels: list[str], sort_index: int,
+                     metadata: str) -> None:
+        """Adds or replaces the entry of ``pid`` (copy-on-write, as merge())."""
+    def _shift_times(self, offset_ns: int) -> None:
+        """Shifts every time by ``offset_ns`` (ValueError when |offset| >= 2**61)."""
+    def _merge_separate_pids(self, other: Trace, offset_ns: int) -> None:
+        """merge() that gives ``other``'s pids and tids that clash with this trace's fresh
+        numbers (traces of other hosts)."""
     @property
     def warnings(self) -> list[str]: ...
     @property
@@ -199,6 +211,11 @@ def _clock_floor_eval_hook(enable: bool) -> None:
     """Installs (or removes) a PEP 523 hook that reads the clock at each call's entry and exit
     and stores two 16-byte events in a small ring: the limit of any tracer that times every call
     (bench/tracer_overhead.py)."""
+
+def _save_on_sigterm(callback: Callable[[], bool], /) -> bool:
+    """On SIGTERM, calls callback() from a thread of framescope's (which records nothing) and
+    ends the process by SIGTERM when it returns true; False when SIGTERM already has a handler
+    (cpp/python/term_signal.cpp, used by framescope.follow)."""
 
 # --- torch ops (cpp/python/torch_ops.cpp; used by framescope.torch_ops)
 

@@ -10,7 +10,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from framescope import _core
+from framescope import _core, processes, ranks
 from framescope.events import EventList, MemoryEvent
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
@@ -232,6 +232,7 @@ class profile:
             _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
         self._trace: _core.Trace | None = None
         self._running = False
+        self._clock: processes.SessionClock | None = None
 
     # -- session -------------------------------------------------------------------------------
     # start, stop, __enter__ and __exit__ are C functions (framescope._core), so that a
@@ -275,6 +276,7 @@ class profile:
             self._backend, why = _resolve_backend(self._requested_backend)
             if why:
                 self._start_warnings.append(why)
+        self._clock = processes.session_starting()
         return {
             "record_shapes": self.record_shapes,
             "profile_memory": self.profile_memory,
@@ -292,6 +294,8 @@ class profile:
         }
 
     def _after_stop(self) -> None:
+        if self._trace is not None:  # names this process in its trace (framescope.processes)
+            processes.session_stopped(self._trace, self._clock)
         for warning in self.warnings:
             try:
                 print(warning, file=sys.stderr)
@@ -340,6 +344,8 @@ class profile:
         ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
         (framescope's own, as ``save()``), ``.html`` (the report page: a flame graph per thread
         and a summary table, framescope.report); ``.gz`` after a text format compresses it.
+        ``{rank}`` in the path becomes the rank of a multi-process job (framescope.ranks; 0
+        outside a launcher).
 
         The file is replaced atomically (a failed write leaves an older one intact). Exports
         longer than about a second show progress on stderr when it is a terminal.
@@ -350,13 +356,14 @@ class profile:
         """
         from framescope.export import export_trace
 
-        export_trace(self.trace, path, format)
+        export_trace(self.trace, ranks.expand_rank(path), format)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Writes the trace in framescope's own form (``.fstrace``: the ``serialize()`` bytes),
         which ``framescope.load(path)`` reads back and ``framescope convert`` turns into any
-        format."""
-        self.trace.save(_fspath(path))
+        format (``framescope merge`` combines the traces of several ranks: ``{rank}`` in the path
+        becomes this process's rank)."""
+        self.trace.save(_fspath(ranks.expand_rank(path)))
 
     def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
         """Writes a self-contained HTML report: a flame graph per thread and a summary table
