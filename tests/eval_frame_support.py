@@ -22,12 +22,14 @@ def run_with(callback: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -
 
 
 def clean_eval_frame_state() -> Iterator[None]:
-    """Body of the tests' autouse fixture: no callback before or after a test, no guard hooks,
-    no thread left intercepting, and the entries of `codes_to_reset` dropped."""
+    """Body of the tests' autouse fixture: no callback before or after a test, no guard hooks or
+    flags, no thread left intercepting, and the entries of `codes_to_reset` dropped."""
     assert ef.set_eval_frame(None) is None, "an earlier test left a callback set"
     yield
     ef.set_guard_fail_hook(None)
     ef.set_guard_error_hook(None)
+    assert ef.set_guard_complete_hook(None) is None, "the test left a guard complete hook set"
+    assert ef.set_skip_guard_eval_unsafe(False) is False, "the test left skip_guard_eval_unsafe"
     assert ef.set_eval_frame(None) is None, "the test left a callback set"
     assert _core._eval_frame_debug()["enabled_threads"] == 0
     while codes_to_reset:

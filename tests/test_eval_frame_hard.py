@@ -705,7 +705,11 @@ def test_reset_code_from_a_guard_the_callback_or_the_running_code() -> None:
     assert [e.code for e in ef.cache_entries(f.__code__)] == [f.__code__]
 
 
-def test_skip_code_from_the_callback_still_runs_the_returned_code_once() -> None:
+def test_skip_code_from_the_callback_is_overridden_by_what_the_callback_returns() -> None:
+    """As in torch: the callback's decision is stored for the code after it returns, so a
+    skip_code() of its own code from inside the callback stands only if the decision leaves the
+    code's strategy alone (apply_to_code=False)."""
+
     def f(x: int) -> int:
         return x
 
@@ -715,13 +719,19 @@ def test_skip_code_from_the_callback_still_runs_the_returned_code_once() -> None
     def cb(frame: ef.Frame, entry: Any, state: Any) -> Any:
         if frame.f_code is not f.__code__:
             return None
-        ef.skip_code(f.__code__)  # its own code: later calls run as usual
-        return ef.GuardedCode(code=f_new.__code__, check_fn=lambda f_locals: True)
+        ef.skip_code(f.__code__)  # its own code
+        return ef.GuardedCode(code=f_new.__code__, check_fn=lambda f_locals: True, strategy=keep)
 
     codes_to_reset.append(f.__code__)
+    keep = None  # a plain GuardedCode stores (DEFAULT, DEFAULT): the skip is overwritten
     assert run_with(cb, f, 3) == -3  # the returned entry ran on this frame
-    assert run_with(cb, f, 3) == 3  # skipped: no lookup, the original runs
+    assert not ef.is_skipped(f.__code__)
+    assert run_with(cb, f, 3) == -3  # a hit
+    ef.reset_code(f.__code__)
+    keep = ef.FrameExecStrategy(ef.FrameAction.DEFAULT, ef.FrameAction.DEFAULT, apply_to_code=False)
+    assert run_with(cb, f, 3) == -3
     assert ef.is_skipped(f.__code__) and len(ef.cache_entries(f.__code__)) == 1
+    assert run_with(cb, f, 3) == 3  # skipped: no lookup, the original runs
 
 
 # -- other hooks, tracing ------------------------------------------------------------------------

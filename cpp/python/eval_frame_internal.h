@@ -17,6 +17,41 @@
 
 namespace framescope::py {
 
+// ---- exec strategies ---------------------------------------------------------------------------
+
+/// What a frame does (torch's FrameAction): values of framescope.eval_frame.FrameAction.
+enum FrameAction : uint8_t {
+  kActionDefault = 0,  ///< look the code up; call the callback on a miss
+  kActionSkip = 1,     ///< run the original code, no lookup (recursive: the callback is None)
+  kActionRunOnly = 2,  ///< look up and run a hit; a miss runs the original code, no callback
+};
+
+/// torch's FrameExecStrategy: the action for frames of a code object, and for every frame they
+/// call, transitively (applied by swapping the thread's callback while the frame runs).
+struct ExecStrategy {
+  uint8_t cur = kActionDefault;
+  uint8_t recursive = kActionDefault;
+};
+
+/// A FrameExecStrategy object: a strategy, and whether the callback's choice is stored for
+/// later calls of the code (apply_to_code) or concerns this call only.
+struct FrameExecStrategyObject {
+  PyObject ob_base;  // PyObject_HEAD
+  ExecStrategy strategy;
+  bool apply_to_code;
+};
+extern PyTypeObject g_exec_strategy_type;
+
+/// A new FrameAction member for `action` (new reference or null).
+PyObject* frame_action_object(uint8_t action);
+/// A new FrameExecStrategy (new reference or null).
+PyObject* new_exec_strategy(ExecStrategy strategy, bool apply_to_code);
+/// Parses an action argument (a FrameAction, or an int 0-2; not a bool). False with TypeError or
+/// ValueError set.
+bool parse_frame_action(PyObject* obj, const char* what, uint8_t* out);
+/// Adds FrameAction and FrameExecStrategy to the module. False with an exception set.
+bool eval_frame_strategy_init(PyObject* module);
+
 // ---- objects -----------------------------------------------------------------------------------
 
 /// One cached entry of a code object: a guard and the code to run when it holds. Entries form a
@@ -31,14 +66,23 @@ struct CacheEntryObject {
   CacheEntryObject* next;  ///< strong
   PyObject* shadow_func;   ///< strong: an idle function over `code` (see acquire_shadow), or null
   PyObject* kwonly_names;  ///< strong tuple of keyword-only argument names, or null
-  bool same_code;          ///< `code` is the intercepted code itself: run the frame as it is
+  /// Strong: the isolation key of the thread setting under which the entry was made (see
+  /// entry_visible), or null for a shared entry. Kept when the entry is dropped (it is only a
+  /// label).
+  PyObject* isolation;
+  bool same_code;  ///< `code` is the intercepted code itself: run the frame as it is
 };
 
 /// What a callback returns to cache and run code: GuardedCode(code=..., check_fn=...).
+/// An optional FrameExecStrategy goes with it (torch's ConvertFrameReturn); without one it is
+/// (DEFAULT, DEFAULT), applied to the code, as torch's wrap_guarded_code.
 struct GuardedCodeObject {
   PyObject ob_base;    // PyObject_HEAD
   PyObject* code;      ///< strong code object
   PyObject* check_fn;  ///< strong callable
+  ExecStrategy strategy;
+  bool apply_to_code;
+  bool has_strategy;  ///< a strategy was given (the `strategy` attribute is not None)
 };
 
 /// The frame handed to a callback: a view of a frame that has not started, valid only while the
@@ -60,7 +104,7 @@ extern PyTypeObject g_eval_frame_type;
 struct EvalState {
   Py_ssize_t refs = 1;               ///< the code's reference + one per lookup in progress
   bool detached = false;             ///< dropped by reset_code() or the code's death
-  bool skip = false;                 ///< skip_code(), or the callback returned None
+  ExecStrategy strategy;             ///< set_code_exec_strategy(), skip_code(), the callback
   CacheEntryObject* head = nullptr;  ///< strong, most recently hit first
   PyObject* frame_state = nullptr;   ///< strong dict, created for the first callback call
   /// While attached: the CodeExtra holding this state, and the list of all attached states
@@ -95,6 +139,10 @@ struct EvalThread {
   /// Strong: a FrameLocals view kept for the next lookup on this thread (see
   /// eval_frame_locals.cpp), or null.
   PyObject* locals_cache;
+  /// Strong: the isolation key set with the callback (set_eval_frame(..., isolate=)), or null.
+  PyObject* isolation;
+  /// set_eval_frame(..., guard_errors="fail"): a guard that raises counts as a failed guard.
+  bool guard_errors_fail;
 };
 extern thread_local EvalThread t_eval FRAMESCOPE_TLS_IE;
 
@@ -232,6 +280,38 @@ struct PendingError {
 #endif
 };
 
+// ---- process-wide settings (GIL-protected) ----------------------------------------------------
+
+extern PyObject* g_guard_fail_hook;      ///< strong or null
+extern PyObject* g_guard_error_hook;     ///< strong or null
+extern PyObject* g_guard_complete_hook;  ///< strong or null
+extern bool g_skip_guard_eval_unsafe;    ///< set_skip_guard_eval_unsafe()
+/// g_skip_guard_eval_unsafe || g_guard_complete_hook: the lookup tests this one flag.
+extern bool g_lookup_extras;
+
+// ---- per-code states (eval_frame_state.cpp) ----------------------------------------------------
+
+/// This code's state, created if missing. Borrowed; null with an exception set.
+EvalState* state_for(PyCodeObject* code);
+/// This code's state, or null when it has none. Borrowed.
+inline EvalState* existing_state(PyCodeObject* code) noexcept {
+  CodeExtra* extra = find_code_extra(code);
+  return extra ? static_cast<EvalState*>(extra->eval_state) : nullptr;
+}
+/// Frees a state whose last reference was given back.
+void free_released_state(EvalState* st);
+/// Gives back a reference taken with ++st->refs (frees a detached state on the last one).
+/// Inline: every lookup gives back the one it took.
+FRAMESCOPE_ALWAYS_INLINE void release_state(EvalState* st) {
+  if (--st->refs == 0) free_released_state(st);
+}
+/// Drops the entries, frame_state and strategy of `code` (reset_code).
+void reset_state(PyCodeObject* code);
+/// Drops every code object's state (reset(), interpreter exit).
+void reset_all_states();
+/// Installs the freefunc hook that drops a state when its code object dies.
+void eval_frame_state_init();
+
 // ---- shared functions --------------------------------------------------------------------------
 
 /// f_locals of an unstarted frame: a new dict of its bound arguments and of the free variables
@@ -252,15 +332,20 @@ PyObject* new_eval_frame(PyThreadState* ts, FsFrame* frame, PyObject* locals);
 void expire_eval_frame(PyObject* wrapper);
 
 /// A new entry running `code` (after checking that it fits frames of `frame_code`) under
-/// `check_fn`. New reference, or null with TypeError/ValueError/NotImplementedError set.
-CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyObject* check_fn);
+/// `check_fn`, labelled with `isolation` (borrowed, may be null). New reference, or null with
+/// TypeError/ValueError/NotImplementedError set.
+CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyObject* check_fn,
+                                  PyObject* isolation);
 /// Drops an entry's references (reset_code, code death). The entry object may live on if the
 /// user holds it; it then reads as code=None, check_fn=None, next=None.
 void drop_cache_entry(CacheEntryObject* entry);
 
 /// Runs a cached entry whose code differs from the frame's on the frame's arguments and closure,
-/// then disposes of the (never started) frame. New reference or null.
-PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* entry);
+/// then disposes of the (never started) frame. `intercepting`: the thread's callback is set while
+/// it runs (not None under a SKIP recursive action), so the shadow frame reaches the eval_frame
+/// API and must be let through. New reference or null.
+PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* entry,
+                         bool intercepting);
 /// Error exit for an intercepted frame that never ran (the exception is set): disposes of the
 /// frame where the evaluation function must (3.12+). Returns null.
 PyObject* fail_unstarted_frame(PyThreadState* ts, FsFrame* frame);

@@ -270,7 +270,8 @@ void discard_unstarted_frame(PyThreadState* ts, FsFrame* frame) {
 
 }  // namespace
 
-CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyObject* check_fn) {
+CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyObject* check_fn,
+                                  PyObject* isolation) {
   if (!code || !PyCode_Check(code) || !check_fn || !PyCallable_Check(check_fn)) {
     PyErr_SetString(PyExc_TypeError, "GuardedCode: needs a code object and a callable check_fn");
     return nullptr;
@@ -299,13 +300,15 @@ CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyOb
   e->next = nullptr;
   e->shadow_func = nullptr;
   e->kwonly_names = kwonly_names;
+  e->isolation = Py_XNewRef(isolation);
   e->same_code = same;
   ++g_live_entries;
   PyObject_GC_Track(e);
   return e;
 }
 
-PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* e) {
+PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* e,
+                         bool intercepting) {
   // The entry may be dropped (reset_code) while its code runs: hold what the call needs.
   PyObject* code = Py_XNewRef(e->code);  // new
   PyObject* result = nullptr;
@@ -315,8 +318,10 @@ PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* e)
   } else if (code_is_function_body(fc)) {
     PyObject* func = acquire_shadow(e, frame);  // new
     if (func) {
+      // The shadow frame reaches the API only while this thread has a callback (a SKIP
+      // recursive action runs the code with none): only then is it told to let it through.
       PyObject* saved_bypass = t_eval.bypass_code;
-      t_eval.bypass_code = code;
+      if (intercepting) t_eval.bypass_code = code;
       result = call_with_frame_arguments(func, frame, e);
       t_eval.bypass_code = saved_bypass;
       release_shadow(e, func);
@@ -328,7 +333,7 @@ PyObject* run_entry_code(PyThreadState* ts, FsFrame* frame, CacheEntryObject* e)
     if (!nfree || closure) {
       PyObject* locals = frame->f_locals ? frame->f_locals : frame->f_globals;  // borrowed
       PyObject* saved_bypass = t_eval.bypass_code;
-      t_eval.bypass_code = code;
+      if (intercepting) t_eval.bypass_code = code;
       result = PyEval_EvalCodeEx(code, frame->f_globals, locals, nullptr, 0, nullptr, 0, nullptr, 0,
                                  nullptr, closure);
       t_eval.bypass_code = saved_bypass;

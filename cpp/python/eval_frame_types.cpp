@@ -13,11 +13,12 @@ PyObject* none_if_null(PyObject* o) { return Py_NewRef(o ? o : Py_None); }
 
 int guarded_code_init(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
   auto* self = reinterpret_cast<GuardedCodeObject*>(self_obj);
-  static const char* kwlist[] = {"code", "check_fn", nullptr};
+  static const char* kwlist[] = {"code", "check_fn", "strategy", nullptr};
   PyObject* code = nullptr;
   PyObject* check_fn = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:GuardedCode", const_cast<char**>(kwlist),
-                                   &code, &check_fn)) {
+  PyObject* strategy = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O:GuardedCode", const_cast<char**>(kwlist),
+                                   &code, &check_fn, &strategy)) {
     return -1;
   }
   if (!PyCode_Check(code)) {
@@ -30,8 +31,20 @@ int guarded_code_init(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
                  Py_TYPE(check_fn)->tp_name);
     return -1;
   }
+  if (strategy != Py_None && !PyObject_TypeCheck(strategy, &g_exec_strategy_type)) {
+    PyErr_Format(PyExc_TypeError,
+                 "GuardedCode: strategy must be None or a FrameExecStrategy, not %.100s",
+                 Py_TYPE(strategy)->tp_name);
+    return -1;
+  }
   Py_XSETREF(self->code, Py_NewRef(code));
   Py_XSETREF(self->check_fn, Py_NewRef(check_fn));
+  self->has_strategy = strategy != Py_None;
+  if (self->has_strategy) {
+    auto* s = reinterpret_cast<FrameExecStrategyObject*>(strategy);
+    self->strategy = s->strategy;
+    self->apply_to_code = s->apply_to_code;
+  }
   return 0;
 }
 
@@ -62,6 +75,12 @@ PyObject* guarded_code_get_check_fn(PyObject* self, void*) {
   return none_if_null(reinterpret_cast<GuardedCodeObject*>(self)->check_fn);
 }
 
+PyObject* guarded_code_get_strategy(PyObject* self_obj, void*) {
+  auto* self = reinterpret_cast<GuardedCodeObject*>(self_obj);
+  if (!self->has_strategy) Py_RETURN_NONE;
+  return new_exec_strategy(self->strategy, self->apply_to_code);
+}
+
 PyObject* guarded_code_repr(PyObject* self_obj) {
   auto* self = reinterpret_cast<GuardedCodeObject*>(self_obj);
   if (!self->code) return PyUnicode_FromString("<GuardedCode (uninitialised)>");
@@ -72,6 +91,10 @@ PyGetSetDef g_guarded_code_getset[] = {
     {"code", guarded_code_get_code, nullptr, "The code object to run on the frame.", nullptr},
     {"check_fn", guarded_code_get_check_fn, nullptr,
      "The guard: check_fn(f_locals) -> bool, true when `code` may run.", nullptr},
+    {"strategy", guarded_code_get_strategy, nullptr,
+     "The FrameExecStrategy that goes with the code, or None: (DEFAULT, DEFAULT), applied to "
+     "the code.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -84,6 +107,7 @@ int cache_entry_traverse(PyObject* self_obj, visitproc visit, void* arg) {
   Py_VISIT(reinterpret_cast<PyObject*>(self->next));
   Py_VISIT(self->shadow_func);
   Py_VISIT(self->kwonly_names);
+  Py_VISIT(self->isolation);
   return 0;
 }
 
@@ -91,6 +115,7 @@ int cache_entry_clear(PyObject* self_obj) {
   auto* self = reinterpret_cast<CacheEntryObject*>(self_obj);
   drop_cache_entry(self);
   Py_CLEAR(self->next);
+  Py_CLEAR(self->isolation);
   return 0;
 }
 
@@ -111,6 +136,10 @@ PyObject* cache_entry_get_next(PyObject* self, void*) {
   return none_if_null(reinterpret_cast<PyObject*>(reinterpret_cast<CacheEntryObject*>(self)->next));
 }
 
+PyObject* cache_entry_get_isolation(PyObject* self, void*) {
+  return none_if_null(reinterpret_cast<CacheEntryObject*>(self)->isolation);
+}
+
 PyObject* cache_entry_repr(PyObject* self_obj) {
   auto* self = reinterpret_cast<CacheEntryObject*>(self_obj);
   if (!self->code) return PyUnicode_FromString("<CacheEntry (dropped)>");
@@ -122,6 +151,10 @@ PyGetSetDef g_cache_entry_getset[] = {
      "The code run when the guard holds (None once dropped).", nullptr},
     {"check_fn", cache_entry_get_check_fn, nullptr, "The guard (None once dropped).", nullptr},
     {"next", cache_entry_get_next, nullptr, "The next entry of the code object, or None.", nullptr},
+    {"isolation", cache_entry_get_isolation, nullptr,
+     "The isolation key of the callback setting that made the entry (the callback for "
+     "isolate=True, else the isolation id), or None for a shared entry.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -183,6 +216,26 @@ PyObject* eval_frame_get_back(PyObject* self_obj, void*) {
   return none_if_null(reinterpret_cast<EvalFrameObject*>(self_obj)->back);
 }
 
+// The cells of the frame's free variables, as a tuple (empty when it has none), as torch's frame
+// wrapper's `closure`.
+PyObject* eval_frame_get_closure(PyObject* self, void*) {
+  FsFrame* f = live_frame(self);
+  if (!f) return nullptr;
+#if FS_PY311
+  PyObject* func = frame_function(f);  // borrowed
+  PyObject* closure = func && PyFunction_Check(func) ? PyFunction_GET_CLOSURE(func) : nullptr;
+  if (closure) return Py_NewRef(closure);
+#endif
+  const int nfree = code_free_count(frame_code(f));
+  PyObject* cells = PyTuple_New(nfree);  // new
+  if (!cells) return nullptr;
+  for (int j = 0; j < nfree; j++) {
+    PyObject* cell = frame_free_cell(f, j);  // borrowed
+    PyTuple_SET_ITEM(cells, j, Py_NewRef(cell ? cell : Py_None));
+  }
+  return cells;
+}
+
 // inspect.getmodule(obj) first tries obj.__module__: answering with the frame's module name lets
 // it find the module of a Frame as it does for real frames (through their file name).
 PyObject* eval_frame_get_module(PyObject* self, void*) {
@@ -214,6 +267,8 @@ PyGetSetDef g_eval_frame_getset[] = {
     {"f_lasti", eval_frame_get_lasti, nullptr, "-1: the frame has not started.", nullptr},
     {"f_lineno", eval_frame_get_lineno, nullptr, "The code's first line.", nullptr},
     {"f_back", eval_frame_get_back, nullptr, "The caller's frame object, or None.", nullptr},
+    {"closure", eval_frame_get_closure, nullptr,
+     "The cells of the frame's free variables, as a tuple (empty when it has none).", nullptr},
     {"__module__", eval_frame_get_module, nullptr, "__name__ of the frame's globals.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
@@ -299,7 +354,8 @@ bool eval_frame_types_init(PyObject* module) {
   t->tp_flags = Py_TPFLAGS_DEFAULT;
   t->tp_doc = PyDoc_STR(
       "The frame an eval_frame callback receives: f_code, f_locals, f_globals, f_builtins, "
-      "f_lasti, f_lineno, f_back. Valid only while the callback runs; afterwards every attribute "
+      "f_lasti, f_lineno, f_back, closure. Valid only while the callback runs; afterwards every "
+      "attribute "
       "raises RuntimeError.");
   t->tp_dealloc = eval_frame_dealloc;
   t->tp_repr = eval_frame_repr;

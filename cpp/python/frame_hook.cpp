@@ -8,6 +8,7 @@
 
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
+#include "initial_frames.h"
 #include "memory_hooks.h"
 #include "stack_segments.h"
 #include "tracer.h"
@@ -15,7 +16,7 @@
 
 namespace framescope::py {
 
-thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, nullptr, 0, 0};
+thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, nullptr, 0, 0, 0};
 EvalFrameFunction g_previous_eval = nullptr;
 
 namespace {
@@ -115,30 +116,30 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int 
   return eval_hooked_frame(g_previous_eval, ts, frame, throwflag);
 }
 
+// Records the call of `frame` (8 bytes when the code has a compact index, else a 16-byte
+// kPyCall through register_code()). False when nothing was recorded: the call is not part of the
+// trace (a generator's creation on 3.11+) or its code could not be registered. The memory
+// variant first writes the thread's allocations counted since its previous event.
 template <bool kMemory>
-FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
-                                               HookThread& h) {
-  internal::ThreadBuffer* buffer = internal::current_buffer();
-  if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);
-  PyCodeObject* code = frame_code(frame);
-  // Calls and returns are 8-byte compact events; a call that needs register_code() (see
-  // fast_compact_call) is an ordinary 16-byte kPyCall.
+FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCodeObject* code,
+                                          FsFrame* frame) {
   if (const uint64_t compact = fast_compact_call(code); FRAMESCOPE_LIKELY(compact != 0)) {
-    if (FRAMESCOPE_UNLIKELY(h.depth == 0)) record_anchor(ts, h, buffer);
     const uint64_t ticks = now_ticks();
     if (kMemory) flush_allocations(buffer, ticks);
     buffer->append_compact(ticks, compact);
-  } else {
-    const uint64_t key = register_code(code, frame);
-    if (FRAMESCOPE_UNLIKELY(!key)) return chain(ts, frame, throwflag);
-    if (FRAMESCOPE_UNLIKELY(h.depth == 0)) record_anchor(ts, h, buffer);
-    const uint64_t ticks = now_ticks();
-    if (kMemory) flush_allocations(buffer, ticks);
-    buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
+    return true;
   }
-  ++h.depth;
-  PyObject* result = chain(ts, frame, throwflag);
-  --h.depth;
+  const uint64_t ticks = now_ticks();  // the call's time, not the end of its registration
+  const uint64_t key = register_code(code, frame);
+  if (FRAMESCOPE_UNLIKELY(!key)) return false;
+  if (kMemory) flush_allocations(buffer, ticks);
+  buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
+  return true;
+}
+
+// Records the return of a frame whose call went to `buffer`.
+template <bool kMemory>
+FRAMESCOPE_ALWAYS_INLINE void record_return(internal::ThreadBuffer* buffer) {
   if (FRAMESCOPE_LIKELY(g_tracer.hook_records_exits)) {
     // Re-read the buffer: the session may have stopped inside this frame.
     if (internal::ThreadBuffer* b = internal::current_buffer(); FRAMESCOPE_LIKELY(b == buffer)) {
@@ -147,6 +148,78 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
       b->append_compact(ticks, internal::kCompactReturnBits);
     }
   }
+}
+
+#if FS_PY312
+// A call while the thread runs no Python frame of the innermost evaluation: 3.12+ free a
+// returning frame's locals (running finalizers and weakref callbacks) after unlinking it, inside
+// the default evaluation, so before the hook records that frame's return. CPython's own hooks
+// saw it return before: record that here, so that these calls follow it, as calls of its caller.
+// Replay closes the innermost Python slice at this event and ignores its late return event.
+template <bool kMemory>
+FRAMESCOPE_NOINLINE void record_exit_before_cleanup(internal::ThreadBuffer* buffer) {
+  const uint64_t ticks = now_ticks();
+  if (kMemory) flush_allocations(buffer, ticks);
+  buffer->append(ticks, internal::pack_word(internal::EventKind::kPyExitEarly, 0));
+}
+#endif
+
+// A call at hook depth 0: made from a frame that was running before the session (or from C with
+// no hooked frame open). Records an anchor (the caller, for replay to close the frames from the
+// start that ended unseen) and, on 3.10/3.11, takes the initial-frame watch off the thread while
+// the call runs (initial_frames.h). Out of line: the hot path pays only the depth test.
+template <bool kMemory>
+FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* frame,
+                                                    int throwflag, HookThread& h,
+                                                    internal::ThreadBuffer* buffer) {
+  PyCodeObject* code = frame_code(frame);
+  const uint64_t ticks = now_ticks();
+  const uint64_t compact = fast_compact_call(code);
+  const uint64_t key = compact ? 0 : register_code(code, frame);
+  if (!compact && !key) return chain(ts, frame, throwflag);  // not part of the trace
+  record_anchor(ts, h, buffer, ticks);
+#if !FS_PY312
+  const bool paused = initial_watch_pause(ts);
+#endif
+  if (kMemory) flush_allocations(buffer, ticks);
+  if (compact) {
+    buffer->append_compact(ticks, compact);
+  } else {
+    buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
+  }
+  ++h.depth;
+  PyObject* result = chain(ts, frame, throwflag);
+  --h.depth;
+  record_return<kMemory>(buffer);
+#if !FS_PY312
+  if (paused) initial_watch_resume(ts);
+#endif
+  return result;
+}
+
+// The hook's recording path. The plain variant (kMemory false) is the same code as without
+// memory profiling; the memory variant writes the thread's counted allocations before each
+// call and return it records (memory_hooks.h).
+template <bool kMemory>
+FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                               HookThread& h) {
+  internal::ThreadBuffer* buffer = internal::current_buffer();
+  if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);
+  if (FRAMESCOPE_UNLIKELY(h.depth == 0)) {
+    return traced_eval_outermost<kMemory>(ts, frame, throwflag, h, buffer);
+  }
+#if FS_PY312
+  if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {
+    record_exit_before_cleanup<kMemory>(buffer);
+  }
+#endif
+  if (FRAMESCOPE_UNLIKELY(!record_call<kMemory>(buffer, frame_code(frame), frame))) {
+    return chain(ts, frame, throwflag);
+  }
+  ++h.depth;
+  PyObject* result = chain(ts, frame, throwflag);
+  --h.depth;
+  record_return<kMemory>(buffer);
   return result;
 }
 
@@ -249,12 +322,16 @@ PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag
 
 }  // namespace
 
-void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buffer) {
+void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buffer,
+                   uint64_t ticks) {
   const void* caller = current_frame_address(ts);
-  if (caller != h.last_anchor) {
+  // Per session: the thread state outlives sessions, and a caller at the same address in a
+  // later session may be another frame, or the same one with other frames above it.
+  if (caller != h.last_anchor || h.anchor_epoch != buffer->epoch) {
     h.last_anchor = caller;
-    buffer->append(now_ticks(), internal::pack_word(internal::EventKind::kPyAnchor,
-                                                    reinterpret_cast<uint64_t>(caller)));
+    h.anchor_epoch = buffer->epoch;
+    buffer->append(ticks, internal::pack_word(internal::EventKind::kPyAnchor,
+                                              reinterpret_cast<uint64_t>(caller)));
   }
 }
 
@@ -262,7 +339,7 @@ void anchor_outermost_range() {
   HookThread& h = t_hook;
   if (h.depth != 0 || !g_tracer.hook_records_frames) return;
   if (internal::ThreadBuffer* buffer = internal::current_buffer()) {
-    record_anchor(PyThreadState_Get(), h, buffer);
+    record_anchor(PyThreadState_Get(), h, buffer, now_ticks());
   }
 }
 

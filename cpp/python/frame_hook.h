@@ -31,6 +31,7 @@ struct HookThread {
   uintptr_t stack_check_below;
   uintptr_t stack_low;      ///< lowest usable address of this thread's stack (0: unknown)
   const void* last_anchor;  ///< tracer: pre-existing frame of the last depth-0 call
+  uint64_t anchor_epoch;    ///< tracer: session in which last_anchor was recorded
   int depth;                ///< tracer: hook frames open on this thread
   /// Stack segments (cpp/core/stack_segments.h) this thread runs on now, 0 on its own stack.
   /// The stack_* fields above describe the segment in use.
@@ -58,8 +59,9 @@ bool hook_detach_for_tracer();
 
 /// Records which Python frame is running when the hook has no frame of its own open on this
 /// thread (a call from a frame that was running before the session, or from C), so that replay
-/// can close the pre-existing frames that returned meanwhile. Needs the GIL.
-void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buffer);
+/// can close the pre-existing frames that returned meanwhile, at `ticks`. Needs the GIL.
+void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buffer,
+                   uint64_t ticks);
 
 /// The same for a range that starts outside any hooked frame (record_function at module level):
 /// does nothing unless the hook tracer records on this thread. Needs the GIL.

@@ -15,6 +15,8 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include "framescope/macros.h"
+
 #if PY_VERSION_HEX >= 0x030E0000
 #error "framescope supports CPython 3.10-3.13; re-audit frame internals for this version"
 #endif
@@ -60,6 +62,48 @@ inline const void* current_frame_address(PyThreadState* ts) noexcept {
   return ts->frame;
 #endif
 }
+
+#if FS_PY312
+/// The interpreter frame the thread is executing (borrowed, may be null).
+inline FsFrame* current_interpreter_frame(PyThreadState* ts) noexcept {
+#if FS_PY313
+  return ts->current_frame;
+#else
+  return ts->cframe->current_frame;
+#endif
+}
+
+/// True when the innermost frame of the thread is the C-stack entry frame of an evaluation
+/// (owner FRAME_OWNED_BY_CSTACK): no Python frame of that evaluation is running. A call made
+/// then comes from C while the evaluation's frame is being cleared after it returned or
+/// unwound: 3.12+ unlink a dying frame *before* clearing it (GH-99729), so finalizers and weakref
+/// callbacks run by freeing its locals are called from there.
+FRAMESCOPE_ALWAYS_INLINE bool thread_runs_no_python_frame(PyThreadState* ts) noexcept {
+  const FsFrame* f = current_interpreter_frame(ts);
+  return f && f->owner == FRAME_OWNED_BY_CSTACK;
+}
+
+/// True when `f` (running) was pushed by its caller's evaluation loop rather than evaluated
+/// through the PEP 523 function: frames evaluated through it start under an entry frame.
+inline bool frame_entered_inline(const FsFrame* f) noexcept {
+  return f->previous && f->previous->owner != FRAME_OWNED_BY_CSTACK;
+}
+#endif
+
+#if !FS_PY312
+/// Sets the thread's profile function without the audit event and reference juggling of
+/// _PyEval_SetProfile, for a function with no object (the caller installed it once through
+/// _PyEval_SetProfile). Keeps cframe->use_tracing consistent as CPython does. Needs the GIL.
+inline void set_profile_function_raw(PyThreadState* ts, Py_tracefunc func) noexcept {
+  ts->c_profilefunc = func;
+  const bool on = ts->tracing == 0 && (ts->c_tracefunc != nullptr || func != nullptr);
+#if FS_PY311
+  ts->cframe->use_tracing = on ? 255 : 0;
+#else
+  ts->cframe->use_tracing = on ? 1 : 0;
+#endif
+}
+#endif
 
 /// The address that identifies a (running) frame object's interpreter frame, matching
 /// current_frame_address() of calls made from it.

@@ -1,4 +1,5 @@
-// cpp/python/record_function_internal.h: what record_function's context manager and decorator share.
+// cpp/python/record_function_internal.h: what record_function's context manager and decorator
+// share.
 #pragma once
 
 #include "py_compat.h"  // first: Python.h

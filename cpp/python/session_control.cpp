@@ -14,6 +14,7 @@
 
 #include "framescope/session.h"
 #include "framescope/stored_trace.h"
+#include "initial_frames_api.h"
 #include "memory_hooks.h"
 #include "py_text.h"
 #include "session_impl.h"
@@ -63,12 +64,13 @@ bool set_owner_state(PyObject* owner, bool running, PyObject* trace) {
 
 void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bool with_flops,
                    const std::string& backend, bool c_calls,
-                   const std::vector<std::string>& prune_prefixes, nb::handle current_frames,
+                   const std::vector<std::string>& prune_prefixes, nb::handle native_ids,
                    size_t memory_limit, bool keep_newest, bool propagated_only, bool torch_ops,
                    int64_t cpu_sample_period_ns, const std::vector<std::string>& skip_prefixes,
                    const std::vector<std::string>& skip_files,
                    const std::vector<std::string>& include_files,
-                   const std::vector<std::string>& exclude_files) {
+                   const std::vector<std::string>& exclude_files,
+                   const std::string& skip_frames_prefix, const std::string& stream_to) {
   SessionConfig config;
   config.cpu_sample_period_ns = cpu_sample_period_ns;
   config.record_shapes = record_shapes;
@@ -77,6 +79,7 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
   config.memory_limit_bytes = memory_limit;
   config.on_limit = keep_newest ? LimitPolicy::kKeepNewest : LimitPolicy::kStopRecording;
   config.threads = propagated_only ? ThreadScope::kPropagated : ThreadScope::kAllThreads;
+  config.stream_path = stream_to;
   TracerOptions options;
   options.backend = parse_backend(backend);
   options.c_calls = c_calls;
@@ -96,7 +99,7 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
   }
   // Before the tracer: it must know threading's bootstrap code from the first frame it sees.
   if (options.backend != TracerBackend::kNone) thread_names_start();
-  if (!tracer_start(options, current_frames.ptr()) ||
+  if (!tracer_start(options, native_ids.ptr(), skip_frames_prefix) ||
       (torch_ops && !call_core("_torch_ops_enable", record_shapes ? Py_True : Py_False)) ||
       !set_owner_state(owner.ptr(), true, Py_None)) {
     PyObject *type, *value, *tb;
@@ -226,6 +229,9 @@ PyObject* profile_stop(PyObject*, PyObject* profile) {
   } catch (const std::bad_alloc&) {
     PyErr_NoMemory();
     return nullptr;
+  } catch (const OutputError& e) {  // a streamed session's file could not be completed
+    set_output_error(e);
+    return nullptr;
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
@@ -276,6 +282,7 @@ PyObject* at_exit(PyObject*, PyObject*) {
 // the core's): the parent's other threads are gone.
 PyObject* after_fork_in_child(PyObject*, PyObject*) {
   thread_names_after_fork_child();
+  initial_frames_after_fork_child();
   Py_RETURN_NONE;
 }
 
@@ -312,11 +319,12 @@ bool register_hook(const char* module, const char* fn, PyMethodDef* def, const c
 
 void bind_session_control(nb::module_& m) {
   m.def("_start", &start_session, "owner"_a, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
-        "backend"_a, "c_calls"_a, "prune_prefixes"_a, "current_frames"_a.none(), "memory_limit"_a,
+        "backend"_a, "c_calls"_a, "prune_prefixes"_a, "native_ids"_a.none(), "memory_limit"_a,
         "keep_newest"_a, "propagated_only"_a = false, "torch_ops"_a = false,
         "cpu_sample_period_ns"_a = 0, "skip_prefixes"_a = std::vector<std::string>(),
         "skip_files"_a = std::vector<std::string>(), "include_files"_a = std::vector<std::string>(),
-        "exclude_files"_a = std::vector<std::string>());
+        "exclude_files"_a = std::vector<std::string>(), "skip_frames_prefix"_a = "",
+        "stream_to"_a = "");
   m.def("_stop", &stop_session, "owner"_a, "keep"_a = true);
   m.def(
       "_session_owner", [] { return g_owner ? nb::borrow(g_owner) : nb::none(); },

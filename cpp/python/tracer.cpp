@@ -9,6 +9,8 @@
 
 #include "code_filter.h"
 #include "frame_hook.h"
+#include "initial_frames.h"
+#include "inline_frames.h"
 #include "py_text.h"
 #include "thread_names.h"
 
@@ -137,6 +139,7 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
       extra->tracer_slow_path = true;
     }
 #endif
+    if (g_tracer.backend == TracerBackend::kFrameHook) inline_frames_code_registered(code, frame);
   }
 #if FS_PY311
   // On 3.11+ calling a generator function evaluates its frame through the hook once, to run
@@ -193,53 +196,8 @@ bool tracer_label_calls(PyObject* code, const std::string& label) {
   return true;
 }
 
-namespace {
-
-bool add_initial_stacks(PyObject* current_frames) {
-  if (!current_frames || current_frames == Py_None) return true;
-  if (!PyDict_Check(current_frames)) {
-    PyErr_SetString(PyExc_TypeError, "framescope: current_frames must be a dict");
-    return false;
-  }
-  PyObject *ident, *frame;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(current_frames, &pos, &ident, &frame)) {
-    // Values: a frame, or (frame, native thread id) when the thread's OS id is known.
-    uint64_t os_tid = 0;
-    if (PyTuple_Check(frame) && PyTuple_GET_SIZE(frame) == 2) {
-      os_tid = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(frame, 1));
-      if (PyErr_Occurred()) return false;
-      frame = PyTuple_GET_ITEM(frame, 0);  // borrowed
-    }
-    if (!PyFrame_Check(frame)) continue;
-    InitialStack stack;
-    stack.pthread_id = PyLong_AsUnsignedLongLong(ident);
-    stack.os_tid = os_tid;
-    if (PyErr_Occurred()) return false;
-    std::vector<std::pair<uint64_t, uint64_t>> frames;  // innermost first
-    PyFrameObject* f = reinterpret_cast<PyFrameObject*>(frame);
-    Py_INCREF(f);
-    while (f) {
-      PyCodeObject* code = PyFrame_GetCode(f);  // new
-      uint64_t key = register_code(code, nullptr);
-      Py_DECREF(code);
-      if (key) frames.emplace_back(key, reinterpret_cast<uint64_t>(frame_object_address(f)));
-      PyFrameObject* back = PyFrame_GetBack(f);  // new
-      Py_DECREF(f);
-      f = back;
-    }
-    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
-      stack.keys.push_back(it->first);
-      stack.frame_addresses.push_back(it->second);
-    }
-    internal::add_initial_stack(std::move(stack));
-  }
-  return true;
-}
-
-}  // namespace
-
-bool tracer_start(const TracerOptions& options, PyObject* current_frames) {
+bool tracer_start(const TracerOptions& options, PyObject* native_ids,
+                  const std::string& skip_prefix) {
   if (g_session) {
     PyErr_SetString(PyExc_RuntimeError, "framescope: the Python tracer is already running");
     return false;
@@ -269,16 +227,32 @@ bool tracer_start(const TracerOptions& options, PyObject* current_frames) {
             [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   g_tracer.epoch = epoch;
   g_tracer.backend = options.backend;
-  if (!add_initial_stacks(current_frames)) {
+  const bool hook_backend = options.backend == TracerBackend::kFrameHook;
+  // The frame hook cannot see frames end that it did not see start: sys.monitoring watches a
+  // few code objects for it (3.12+). Without a free tool id, anchors remain (initial_frames.h).
+  bool watch = hook_backend;
+#if FS_PY312
+  if (watch && !monitoring_watch_start()) {
+    PyErr_Clear();
+    watch = false;
+  }
+  if (watch) g_session->fallback_running = true;
+  if (watch && !inline_frames_start()) {
     tracer_release();
     return false;
   }
-  if (options.backend == TracerBackend::kFrameHook) {
+#endif
+  if (options.backend != TracerBackend::kNone &&
+      !initial_frames_start(native_ids, hook_backend ? skip_prefix : std::string(), watch)) {
+    tracer_release();
+    return false;
+  }
+  if (hook_backend) {
     if (options.c_calls && !fallback_start(false, true)) {
       tracer_release();
       return false;
     }
-    g_session->fallback_running = options.c_calls;
+    g_session->fallback_running = g_session->fallback_running || options.c_calls;
     g_tracer.hook_records_frames = true;
     g_tracer.hook_records_exits = true;
     hook_acquire(kHookUserTracer);
@@ -330,6 +304,8 @@ void tracer_stop() {
   }
   g_tracer.hook_records_frames = false;
   g_tracer.hook_records_exits = false;
+  initial_frames_stop();
+  inline_frames_stop();
   if (g_session->fallback_running) {
     fallback_stop();
     g_session->fallback_running = false;

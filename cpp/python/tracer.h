@@ -82,4 +82,22 @@ void fallback_stop();
 bool resolve_c_function(uint64_t key, Symbol& out);
 void fallback_release();
 
+#if FS_PY312
+// ---- sys.monitoring for the frame-hook backend (fallback_tracer.cpp) ----
+// What the frame hook cannot see, asked of sys.monitoring for a few code objects only: the ends
+// of frames running at start (initial_frames.cpp) and, on 3.13, __init__ frames that a
+// specialized `Cls(...)` pushes without the hook (inline_frames.cpp).
+/// Local events for monitoring_watch_code().
+enum WatchEvents : int {
+  kWatchEnds = 1,    ///< PY_RETURN and PY_YIELD (PY_UNWIND is global while watching)
+  kWatchStarts = 2,  ///< PY_START
+};
+/// Takes framescope's tool (if the fallback does not hold it yet) with the Python-frame
+/// callbacks and a global PY_UNWIND. Needs the GIL. False with a Python exception set.
+bool monitoring_watch_start();
+/// Adds `events` (WatchEvents) to the local events of `code` (kept alive until stop). Needs the
+/// GIL. False with a Python exception set.
+bool monitoring_watch_code(PyCodeObject* code, int events);
+#endif
+
 }  // namespace framescope::py

@@ -41,9 +41,12 @@ void prepare_hook_thread();
 /// framescope's own hook. Needs the GIL. (frame_hook.cpp)
 std::string foreign_frame_hook();
 
-/// Starts tracing into the active core session; `current_frames` is sys._current_frames() (the
-/// frames already running become open slices). Returns false with a Python exception set.
-bool tracer_start(const TracerOptions& options, PyObject* current_frames);
+/// Starts tracing into the active core session. The frames running on every thread now become
+/// open slices (initial_frames.h): `native_ids` maps thread idents to OS ids (dict or None), and
+/// with the frame-hook backend the calling thread's innermost frames whose file starts with
+/// `skip_prefix` (framescope's own) are left out. Returns false with a Python exception set.
+bool tracer_start(const TracerOptions& options, PyObject* native_ids,
+                  const std::string& skip_prefix);
 /// Stops recording Python frames (before the core session is disabled). Needs the GIL.
 void tracer_stop();
 /// Resolver of the keys recorded in this session (valid until tracer_release()).

@@ -44,6 +44,13 @@ struct SessionConfig {
   /// Read every recording thread's CPU clock this often from a thread of the session's own
   /// (ThreadInfo::cpu_samples); 0: no CPU time. The recording threads pay nothing for it.
   int64_t cpu_sample_period_ns = 0;
+  /// Streaming capture: when set, full event chunks are written to this .fstrace file by a
+  /// background thread while the session runs (a temporary next to it until the stop, which
+  /// renames it into place), so the session's memory stays flat however long it runs.
+  /// `memory_limit_bytes` then bounds the chunks in memory, and a thread that reaches it waits
+  /// for the writer instead of dropping events. Not with LimitPolicy::kKeepNewest.
+  /// enable_profiler() throws OutputError when the file cannot be created.
+  std::string stream_path;
 };
 
 /// Per-thread raw events of a stopped session, before replay. Opaque; move-only.
@@ -61,8 +68,10 @@ void enable_profiler(const SessionConfig& config = {});
 bool profiler_enabled() noexcept;
 /// The active session's config; throws SessionError when none is active.
 SessionConfig profiler_config();
-/// Stops the session and collects every thread's events (threads that exited included).
-/// Throws SessionError when no session is enabled. Thread-safe.
+/// Stops the session and collects every thread's events (threads that exited included); a
+/// streamed session's writer has written everything queued when it returns (the file is
+/// completed by StoredTrace::from_raw or replay). Throws SessionError when no session is
+/// enabled. Thread-safe.
 RawTracePtr disable_profiler();
 
 /// A copy of the active session's events so far, as disable_profiler() would return them had it

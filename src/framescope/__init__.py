@@ -11,6 +11,7 @@ from typing import Any
 
 from framescope._core import is_enabled, mark, record_function, record_memory
 from framescope import eval_frame
+from framescope._version import __version__ as __version__
 from framescope.events import Event, EventList, MemoryEvent
 from framescope.key_averages import FunctionEventAvg, KeyAverages
 from framescope.profiler import label_calls, load, profile
@@ -36,7 +37,6 @@ __all__ = [
     "schedule",
     "trace_handler",
 ]
-__version__ = "0.1.0"
 
 
 def get_include() -> str:

@@ -7,6 +7,8 @@ from typing import Any, Callable, TypeVar
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+__version__: str  # framescope's version (src/framescope/_version.py, through CMake)
+
 # --- sessions and ranges
 
 def _start(
@@ -17,7 +19,7 @@ def _start(
     backend: str,
     c_calls: bool,
     prune_prefixes: list[str],
-    current_frames: dict[int, FrameType | tuple[FrameType, int]] | None,
+    native_ids: dict[int, int] | None,
     memory_limit: int,
     keep_newest: bool,
     propagated_only: bool = False,
@@ -27,16 +29,22 @@ def _start(
     skip_files: list[str] = ...,
     include_files: list[str] = ...,
     exclude_files: list[str] = ...,
+    skip_frames_prefix: str = "",
+    stream_to: str = "",
 ) -> None:
     """Starts the session for ``owner`` (a profile) and sets ``owner._running = True`` and
     ``owner._trace = None`` in the same call (RuntimeError if a session runs, ValueError for a
-    bad backend); ``cpu_sample_period_ns`` > 0 samples every recording thread's CPU clock that
-    often; the skip/include/exclude lists choose the files whose frames are recorded."""
+    bad backend, OSError when the ``stream_to`` file cannot be created). The frames running on
+    every thread become open slices (``native_ids``: thread ident -> OS id); with the frame hook,
+    the caller's innermost frames whose file starts with ``skip_frames_prefix`` (framescope's
+    own) are left out. ``cpu_sample_period_ns`` > 0 samples every recording thread's CPU clock
+    that often; the skip/include/exclude lists choose the files whose frames are recorded."""
 
 def _stop(owner: object, keep: bool = True) -> bool:
     """Stops the session ``owner`` started; its Trace (None unless ``keep``) goes to
-    ``owner._trace`` and ``owner._running`` becomes False, in the same call. False, changing
-    nothing, when ``owner`` does not own the running session."""
+    ``owner._trace`` and ``owner._running`` becomes False, in the same call (a streamed session:
+    its file is completed and mapped; OSError when streaming failed). False, changing nothing,
+    when ``owner`` does not own the running session."""
 
 def _session_owner() -> object | None:
     """The profile object whose session runs, or None."""
@@ -119,8 +127,8 @@ class Event:
     @property
     def open_at_stop(self) -> bool: ...
 
-class _EventCursor:
-    def __iter__(self) -> _EventCursor: ...
+class _EventIterator:
+    def __iter__(self) -> _EventIterator: ...
     def __next__(self) -> Event: ...
 
 class Trace:
@@ -132,8 +140,18 @@ class Trace:
         """(name, category, thread, start ns, duration ns (-1: instant), parent (-1: none),
         depth, symbol, category id)."""
 
-    def event_object(self, i: int) -> Event: ...
-    def iter_events(self, start: int = 0, stop: int = ...) -> _EventCursor: ...
+    def event_object(self, i: int) -> Event:
+        """Event ``i`` (IndexError past the end), through an index built on first use."""
+
+    def iter_events(self, start: int = 0, stop: int = ...) -> _EventIterator:
+        """Events with index in [start, stop), in index order, read by a replay as they are
+        iterated."""
+
+    def find_events(self, name: str) -> list[Event]:
+        """The events with this exact name, in index order."""
+
+    def children(self, parent: int) -> list[Event]:
+        """The direct children of the event with index ``parent``, in index order."""
     def symbol(self, s: int) -> tuple[str, str, int, str]:
         """(name, file, line, function) of symbol ``s``."""
 
@@ -167,6 +185,18 @@ class Trace:
         """Raises ValueError for data that is not a serialized trace."""
 
     def merge(self, other: Trace, offset_ns: int = 0) -> None: ...
+    # process table and clocks (cpp/python/bindings_processes.cpp; used by framescope.processes,
+    # framescope.merge and framescope.follow)
+    def _processes(self) -> list[tuple[int, str, list[str], int, str]]:
+        """(pid, name, labels, sort index, metadata JSON) per process entry."""
+    def _set_process(self, pid: int, name: str, labels: list[str], sort_index: int,
+                     metadata: str) -> None:
+        """Adds or replaces the entry of ``pid`` (copy-on-write, as merge())."""
+    def _shift_times(self, offset_ns: int) -> None:
+        """Shifts every time by ``offset_ns`` (ValueError when |offset| >= 2**61)."""
+    def _merge_separate_pids(self, other: Trace, offset_ns: int) -> None:
+        """merge() that gives ``other``'s pids and tids that clash with this trace's fresh
+        numbers (traces of other hosts)."""
     @property
     def warnings(self) -> list[str]: ...
     @property
@@ -216,6 +246,11 @@ def _clock_floor_eval_hook(enable: bool) -> None:
     and stores two 16-byte events in a small ring: the limit of any tracer that times every call
     (bench/tracer_overhead.py)."""
 
+def _save_on_sigterm(callback: Callable[[], bool], /) -> bool:
+    """On SIGTERM, calls callback() from a thread of framescope's (which records nothing) and
+    ends the process by SIGTERM when it returns true; False when SIGTERM already has a handler
+    (cpp/python/term_signal.cpp, used by framescope.follow)."""
+
 # --- torch ops (cpp/python/torch_ops.cpp; used by framescope.torch_ops)
 
 def _torch_ops_attach() -> tuple[str, bool]:
@@ -232,22 +267,54 @@ def _torch_ops_disable() -> None:
 # --- eval_frame API
 # (cpp/python/eval_frame_*.cpp; public names and docs in framescope.eval_frame)
 
-from collections.abc import Iterator, Mapping, ItemsView, KeysView, ValuesView
+import enum
+from collections.abc import Iterator, Mapping, MutableMapping, ItemsView, KeysView, ValuesView
 from typing import final, overload
+
+class FrameAction(enum.IntEnum):
+    """What an intercepted frame does (torch's FrameAction)."""
+
+    DEFAULT = 0
+    SKIP = 1
+    RUN_ONLY = 2
+
+@final
+class FrameExecStrategy:
+    """torch's FrameExecStrategy: what frames of a code do, and what every frame they call does."""
+
+    def __init__(
+        self,
+        cur_action: FrameAction | int = ...,
+        recursive_action: FrameAction | int = ...,
+        apply_to_code: bool = True,
+    ) -> None: ...
+    @property
+    def cur_action(self) -> FrameAction: ...
+    @property
+    def recursive_action(self) -> FrameAction: ...
+    @property
+    def apply_to_code(self) -> bool: ...
 
 @final
 class GuardedCode:
     """What an eval_frame callback returns: run ``code`` now, and later when ``check_fn`` holds."""
 
-    def __init__(self, code: CodeType, check_fn: Callable[[Mapping[str, Any]], Any]) -> None: ...
+    def __init__(
+        self,
+        code: CodeType,
+        check_fn: Callable[[Mapping[str, Any]], Any],
+        strategy: FrameExecStrategy | None = None,
+    ) -> None: ...
     @property
     def code(self) -> CodeType: ...
     @property
     def check_fn(self) -> Callable[[Mapping[str, Any]], Any]: ...
+    @property
+    def strategy(self) -> FrameExecStrategy | None: ...
 
 @final
 class CacheEntry:
-    """A cached entry of a code object; after reset_code() every attribute reads None."""
+    """A cached entry of a code object; after reset_code() code and check_fn read None."""
 
     @property
     def code(self) -> CodeType | None: ...
@@ -255,12 +322,16 @@ class CacheEntry:
     def check_fn(self) -> Callable[[Mapping[str, Any]], Any] | None: ...
     @property
     def next(self) -> CacheEntry | None: ...
+    @property
+    def isolation(self) -> object: ...
 
 @final
-class FrameLocals(Mapping[str, Any]):
-    """Read-only f_locals of an intercepted frame (a copy of the values once the lookup ended)."""
+class FrameLocals(MutableMapping[str, Any]):
+    """f_locals of an intercepted frame (torch's frame locals); writes never reach the frame."""
 
     def __getitem__(self, key: str) -> Any: ...
+    def __setitem__(self, key: str, value: Any) -> None: ...
+    def __delitem__(self, key: str) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[str]: ...
     def __contains__(self, key: object) -> bool: ...
@@ -280,7 +351,7 @@ class EvalFrame:
     @property
     def f_code(self) -> CodeType: ...
     @property
-    def f_locals(self) -> FrameLocals | dict[str, Any]: ...
+    def f_locals(self) -> FrameLocals: ...
     @property
     def f_globals(self) -> dict[str, Any]: ...
     @property
@@ -291,25 +362,42 @@ class EvalFrame:
     def f_lineno(self) -> int: ...
     @property
     def f_back(self) -> FrameType | None: ...
+    @property
+    def closure(self) -> tuple[Any, ...]: ...
+
+_EvalCallback = (
+    None
+    | bool
+    | Callable[
+        [EvalFrame, CacheEntry | None, dict[str, Any]],
+        GuardedCode | FrameExecStrategy | None,
+    ]
+)
+_GuardHook = Callable[
+    [Callable[[Mapping[str, Any]], Any], CodeType, Mapping[str, Any], int, bool], Any
+]
 
 def set_eval_frame(
-    callback: None
-    | bool
-    | Callable[[EvalFrame, CacheEntry | None, dict[str, Any]], GuardedCode | None],
+    callback: _EvalCallback,
     /,
+    *,
+    isolate: object = False,
+    guard_errors: str = "raise",
 ) -> Any: ...
+def get_eval_frame_callback() -> Any: ...
+def _eval_frame_setting() -> tuple[Any, Any, str]: ...
 def skip_code(code: CodeType, /) -> None: ...
+def set_code_exec_strategy(code: CodeType, strategy: FrameExecStrategy, /) -> None: ...
+def get_code_exec_strategy(code: CodeType, /) -> FrameExecStrategy: ...
 def reset_code(code: CodeType, /) -> None: ...
+def reset() -> None: ...
 def cache_entries(code: CodeType, /) -> list[CacheEntry]: ...
 def is_skipped(code: CodeType, /) -> bool: ...
-def set_guard_fail_hook(
-    hook: Callable[[Callable[[Mapping[str, Any]], Any], CodeType, Mapping[str, Any], int, bool], Any]
-    | None,
-    /,
-) -> None: ...
-def set_guard_error_hook(
-    hook: Callable[[Callable[[Mapping[str, Any]], Any], CodeType, Mapping[str, Any], int, bool], Any]
-    | None,
-    /,
-) -> None: ...
+def set_guard_fail_hook(hook: _GuardHook | None, /) -> None: ...
+def set_guard_error_hook(hook: _GuardHook | None, /) -> None: ...
+def set_guard_complete_hook(
+    hook: Callable[[bool], Any] | None, /
+) -> Callable[[bool], Any] | None: ...
+def set_skip_guard_eval_unsafe(value: bool, /) -> bool: ...
+def _eval_frame_drop_all() -> None: ...
 def _eval_frame_debug() -> dict[str, Any]: ...

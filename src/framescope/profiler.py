@@ -7,10 +7,10 @@ import site
 import sys
 import sysconfig
 import threading
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
-from framescope import _core
+from framescope import _core, processes, ranks
 # Imported now, not when summary() first runs: framescope run prints the summary at interpreter
 # exit, where creating analysis's NamedTuple (an eval() of generated code) would reset CPython's
 # record of an unhandled KeyboardInterrupt, and the run would exit with status 1, not by SIGINT.
@@ -53,26 +53,26 @@ def _prune_prefixes() -> list[str]:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _current_stacks(skip_framescope: bool) -> dict[int, FrameType | tuple[FrameType, int]]:
-    """The frames running on every thread (sys._current_frames()), each with its thread's native
-    id where threading knows it (pthread ids are reused when a thread exits mid-session).
+# In a forked child, threading keeps the parent's OS id for the thread that forked (3.10-3.13):
+# the right one is read once in the child.
+_forked_native_ids: dict[int, int] = {}
 
-    With ``skip_framescope``, this thread's framescope frames (start, __enter__) are left out:
-    they return right after the session starts, which the frame hook does not see (the
-    fallbacks do, so they keep them)."""
-    frames: dict[int, FrameType | tuple[FrameType, int]] = {}
-    native = {t.ident: t.native_id for t in threading.enumerate()}
-    me = threading.get_ident()
-    for ident, frame in sys._current_frames().items():
-        f: FrameType | None = frame
-        if skip_framescope and ident == me:
-            while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
-                f = f.f_back
-        if f is None:
-            continue
-        nid = native.get(ident)
-        frames[ident] = (f, nid) if nid is not None else f
-    return frames
+
+def _note_forked_thread() -> None:
+    _forked_native_ids.clear()
+    _forked_native_ids[threading.get_ident()] = threading.get_native_id()
+
+
+os.register_at_fork(after_in_child=_note_forked_thread)
+
+
+def _native_thread_ids() -> dict[int, int]:
+    """Thread ident -> OS thread id of the threads threading knows (pthread ids are reused when a
+    thread exits mid-session, OS ids are not). The frames running on every thread are read by
+    the core itself when the session starts, with no Python code in between."""
+    ids = {t.ident: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
+    ids.update((i, n) for i, n in _forked_native_ids.items() if i in ids)
+    return ids
 
 
 #: MemorySample device of Python's allocations (counted with profile_memory, trace.h).
@@ -221,8 +221,16 @@ class profile:
             when another tool's PEP 523 hook is installed at start, with a warning),
             ``"frame_hook"`` (chains to such a hook), ``"fallback"``, ``"sys.monitoring"``
             (3.12+) or ``"setprofile"`` (3.10/3.11).
-        memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
+        memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``); default
+            1 GiB, or 64 MiB with ``stream_to``.
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
+        stream_to: streaming capture: full event buffers are written to this ``.fstrace`` file
+            by a background thread while the session runs, so memory stays flat however long
+            it runs (``memory_limit`` then bounds the buffers waiting to be written; a thread
+            that reaches it waits for the writer instead of dropping events). The file is
+            created at ``start()`` (a temporary next to it, renamed at ``stop()``), and after
+            ``stop()`` the trace reads from it. Range details, mark names and memory samples
+            stay in memory until the stop. Not with ``on_limit="keep_newest"``.
         torch_ops: also record torch's operators (``aten::...``), autograd nodes and
             ``torch.profiler.record_function`` ranges through torch's RecordFunction
             observers, with input shapes when ``record_shapes``; RuntimeError when torch is
@@ -275,7 +283,7 @@ class profile:
         with_stack: bool = True,
         c_calls: bool = False,
         backend: Backend = "auto",
-        memory_limit: int | str = "1GiB",
+        memory_limit: int | str | None = None,
         on_limit: Literal["stop", "keep_newest"] = "stop",
         torch_ops: bool = False,
         cpu_time: bool = True,
@@ -285,9 +293,15 @@ class profile:
         exclude_files: Sequence[str | os.PathLike[str]] | str | None = None,
         max_depth: int | None = None,
         min_duration_ns: int = 0,
+        stream_to: str | os.PathLike[str] | None = None,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
+        self._stream_to = _fspath(stream_to) if stream_to is not None else ""
+        if self._stream_to and on_limit == "keep_newest":
+            raise ValueError("stream_to keeps every event: on_limit='keep_newest' does not apply")
+        if memory_limit is None:
+            memory_limit = "64MiB" if self._stream_to else "1GiB"
         if c_calls and not with_stack:
             raise ValueError("c_calls=True needs with_stack=True")
         self.record_shapes = record_shapes
@@ -324,6 +338,7 @@ class profile:
         self._trace: _core.Trace | None = None
         self._filtered: tuple[_core.Trace, _core.Trace] | None = None  # (recorded, as read)
         self._running = False
+        self._clock: processes.SessionClock | None = None
 
     # -- session -------------------------------------------------------------------------------
     # start, stop, __enter__ and __exit__ are C functions (framescope._core), so that a
@@ -367,7 +382,7 @@ class profile:
             self._backend, why = _resolve_backend(self._requested_backend)
             if why:
                 self._start_warnings.append(why)
-        frames = _current_stacks(self._backend == "frame_hook") if self.with_stack else None
+        self._clock = processes.session_starting()
         return {
             "record_shapes": self.record_shapes,
             "profile_memory": self.profile_memory,
@@ -375,7 +390,9 @@ class profile:
             "backend": self._backend,
             "c_calls": self.c_calls,
             "prune_prefixes": _prune_prefixes(),
-            "current_frames": frames,
+            "native_ids": _native_thread_ids() if self.with_stack else None,
+            # The frame hook does not see framescope's own start frames return: leave them out.
+            "skip_frames_prefix": _PACKAGE_DIR if self._backend == "frame_hook" else "",
             "memory_limit": self._memory_limit,
             "keep_newest": self._keep_newest,
             "torch_ops": self.torch_ops,  # attached in __init__; enabled with the session
@@ -384,9 +401,12 @@ class profile:
             "skip_files": self._launcher_files,
             "include_files": self.include_files,
             "exclude_files": self.exclude_files,
+            "stream_to": self._stream_to,
         }
 
     def _after_stop(self) -> None:
+        if self._trace is not None:  # names this process in its trace (framescope.processes)
+            processes.session_stopped(self._trace, self._clock)
         for warning in self.warnings:
             try:
                 print(warning, file=sys.stderr)
@@ -477,6 +497,8 @@ class profile:
         ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
         (framescope's own, as ``save()``), ``.html`` (the report page: a flame graph per thread
         and a summary table, framescope.report); ``.gz`` after a text format compresses it.
+        ``{rank}`` in the path becomes the rank of a multi-process job (framescope.ranks; 0
+        outside a launcher).
 
         The file is replaced atomically (a failed write leaves an older one intact). Exports
         longer than about a second show progress on stderr when it is a terminal.
@@ -487,13 +509,14 @@ class profile:
         """
         from framescope.export import export_trace
 
-        export_trace(self.trace, path, format)
+        export_trace(self.trace, ranks.expand_rank(path), format)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Writes the trace in framescope's own form (``.fstrace``: the ``serialize()`` bytes),
         which ``framescope.load(path)`` reads back and ``framescope convert`` turns into any
-        format."""
-        self.trace.save(_fspath(path))
+        format (``framescope merge`` combines the traces of several ranks: ``{rank}`` in the path
+        becomes this process's rank)."""
+        self.trace.save(_fspath(ranks.expand_rank(path)))
 
     def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
         """Writes a self-contained HTML report: a flame graph per thread and a summary table
@@ -537,6 +560,8 @@ class profile:
         over all threads or one table per thread (``by_thread``).
         Percentages are of the time recorded on the threads (never above 100%); the first line
         says what was measured (wall time or time on CPU)."""
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
         return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)
 
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:

@@ -20,7 +20,12 @@ enum class EventKind : uint8_t {
   kMemory = 9,     ///< payload: index into the buffer's memory records
   kPyAnchor = 10,  ///< payload: address of the pre-existing frame under a depth-0 call
   kBase = 11,      ///< payload: unused; `ticks` is the base of the compact events that follow
-  // (12 and 13 are taken by the tracer's frame-exit events)
+  /// payload: address of a frame that was running at session start and returned, yielded or
+  /// unwound now (frames above it in the replay stack have ended too)
+  kPyInitialExit = 12,
+  /// payload: unused. The innermost Python frame returned now, and its own return event comes
+  /// later: on 3.12+ a frame's locals are freed (finalizers run) before the frame hook returns.
+  kPyExitEarly = 13,
   /// payload: bytes the thread allocated through Python's allocators since its previous event
   /// (profile_memory; cpp/python/memory_hooks.h)
   kAllocDelta = 14,
