@@ -158,3 +158,44 @@ def test_memory_dump_and_saved_trace(tmp_path: Path) -> None:
     assert by_name(loaded)["two_mb"].self_cpu_memory_usage == \
         by_name(prof)["two_mb"].self_cpu_memory_usage
     assert prof.memory_events() == []  # record_memory() samples only: none here
+
+
+def _calls(n: int) -> int:
+    return 1 if n < 2 else _calls(n - 1) + _calls(n - 2)
+
+
+def _busy() -> int:
+    total = 0
+    for i in range(200_000):
+        total += i * i
+    return total
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_streamed_session_keeps_allocations_and_cpu_times(tmp_path: Path, backend: str) -> None:
+    # 1 MiB of buffers: most chunks (with their kAllocDelta events) go to the file while the
+    # session runs; the CPU readings are written with the thread tables at the stop.
+    path = tmp_path / "s.fstrace"
+    with framescope.profile(profile_memory=True, backend=backend, stream_to=path,
+                            memory_limit="1MiB") as prof:
+        _calls(24)  # ~150,000 calls (2.4 MB of events): chunks handed to the writer before the allocations
+        kept = caller()
+        _busy()
+    assert len(kept) == 3 and prof.trace.dropped_events == 0
+    assert path.stat().st_size > 1 << 20  # the events went through the file
+    loaded = framescope.load(path)
+    for trace in (prof, loaded):
+        avgs = by_name(trace)
+        for name, size in (("one_mb", MB), ("two_mb", 2 * MB)):
+            assert size <= avgs[name].self_cpu_memory_usage <= size + 16384, name
+        busy = avgs["_busy"]
+        assert busy.on_cpu_time_total is not None and busy.on_cpu_time_total > 0
+        # CPU time is never above the wall time of the same slices (readings interpolated).
+        assert busy.on_cpu_time_total <= busy.cpu_time_total * 1.001 + 1
+    assert by_name(loaded)["two_mb"].self_cpu_memory_usage == \
+        by_name(prof)["two_mb"].self_cpu_memory_usage
+
+
+def test_stream_and_flight_recorder_are_refused_together(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="keep_newest"):
+        framescope.profile(stream_to=tmp_path / "x.fstrace", on_limit="keep_newest")
