@@ -6,6 +6,7 @@
 
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
+#include "memory_hooks.h"
 #include "tracer.h"
 
 namespace framescope::py {
@@ -137,6 +138,7 @@ void inline_frame_started(PyCodeObject* code, FsFrame* frame) {
   const uint64_t ticks = now_ticks();
   const uint64_t key = frame_key(code, frame);
   if (!key) return;
+  if (g_memory_tracking) flush_allocations(buffer, ticks);
   buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
   t_inline_frames.push_back(frame);
 }
@@ -145,7 +147,9 @@ void inline_frame_ended(FsFrame* frame) {
   if (t_inline_frames.empty() || t_inline_frames.back() != frame) return;
   t_inline_frames.pop_back();
   if (internal::ThreadBuffer* buffer = internal::current_buffer()) {
-    buffer->append(now_ticks(), internal::pack_word(internal::EventKind::kPyReturn, 0));
+    const uint64_t ticks = now_ticks();
+    if (g_memory_tracking) flush_allocations(buffer, ticks);
+    buffer->append(ticks, internal::pack_word(internal::EventKind::kPyReturn, 0));
   }
 }
 

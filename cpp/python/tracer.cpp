@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "code_filter.h"
 #include "frame_hook.h"
 #include "initial_frames.h"
 #include "inline_frames.h"
@@ -23,6 +24,7 @@ namespace {
 // trace is replayed, so a key (an address) can never be reused by another object meanwhile.
 struct TracerSession {
   TracerOptions options;
+  CodeFilter filter;
   std::vector<PyObject*> codes;                                            // strong
   std::unordered_map<uint64_t, std::pair<PyObject*, const char*>> labels;  // key -> (type, label)
   std::string backend;
@@ -118,8 +120,13 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
     PyErr_Clear();
     return 0;
   }
-  const bool first_in_session = extra->traced_epoch != g_tracer.epoch;
-  if (first_in_session) {
+  if (extra->traced_epoch == (g_tracer.epoch | kSkippedEpochBit)) return 0;
+  if (extra->traced_epoch != g_tracer.epoch) {
+    if (!g_session->filter.records(code)) {
+      extra->traced_epoch = g_tracer.epoch | kSkippedEpochBit;
+      extra->compact_call_bits = 0;
+      return 0;
+    }
     g_session->codes.push_back(reinterpret_cast<PyObject*>(code));
     Py_INCREF(code);
     extra->traced_epoch = g_tracer.epoch;
@@ -154,6 +161,16 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
     }
   }
   return reinterpret_cast<uint64_t>(code);
+}
+
+bool skipped_code_slow(PyCodeObject* code) {
+  if (!g_session) return false;
+  const CodeExtra* extra = find_code_extra(code);
+  if (!extra || (extra->traced_epoch & ~kSkippedEpochBit) != g_tracer.epoch) {
+    register_code(code, nullptr);  // classifies it (a code seen first at its return or C call)
+    extra = find_code_extra(code);
+  }
+  return extra && extra->traced_epoch == (g_tracer.epoch | kSkippedEpochBit);
 }
 
 bool tracer_label_calls(PyObject* code, const std::string& label) {
@@ -202,6 +219,10 @@ bool tracer_start(const TracerOptions& options, PyObject* native_ids,
   }
   g_session = new TracerSession();
   g_session->options = options;
+  g_session->filter.skip_prefixes = options.skip_prefixes;
+  g_session->filter.skip_files = options.skip_files;
+  g_session->filter.include_globs = options.include_globs;
+  g_session->filter.exclude_globs = options.exclude_globs;
   std::sort(g_session->options.prune_prefixes.begin(), g_session->options.prune_prefixes.end(),
             [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   g_tracer.epoch = epoch;
