@@ -128,7 +128,8 @@ class Runs:
                     out["ground_truth_builtins"] = across_runs(forest, data["main_tid"])
                 else:
                     out[side] = forest
-                    out[f"{side}_across_runs"] = across_runs(forest, data["main_tid"])
+                    if separate and side == "framescope":
+                        out["framescope_across_runs"] = across_runs(forest, data["main_tid"])
             if mode == "both":
                 out["backend"] = data["backend"]
                 out["warnings"] = data["warnings"]
