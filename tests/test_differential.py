@@ -47,6 +47,7 @@ EXPECTED: dict[str, Expectation] = {}
 SCHEDULING_DEPENDENT = {
     "session_in_thread": "the main thread is in start() or already in join() at the session's start",
     "second_session_on_thread": "the main thread is in start() or already in join() then",
+    "daemon_thread_at_stop": "the daemon thread's loop turns as often as scheduling lets it",
     "busy_thread_before_session": "the worker's loop turns as often as scheduling lets it",
     "thread_pool": "submit() checks an idle semaphore whose state depends on the worker",
     "threads_sync": "the consumer waits on the queue only when it is ahead of the producer",

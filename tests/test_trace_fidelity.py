@@ -366,3 +366,32 @@ def test_label_calls_when_a_closure_captures_self(backend: str) -> None:
     with framescope.profile(backend=backend) as prof:
         Labelled()(2)
     assert [e.name for e in prof.events() if e.name.startswith("labelled")] == ["labelled: Labelled"]
+
+
+# -- a frame that fails the recursion check never runs ---------------------------------------------
+
+RAN = 0  # frames of down() that ran their first line (a counter: list.append would itself
+# be refused by the recursion check in the deepest frame)
+
+
+def down(n: int) -> int:
+    global RAN
+    RAN += 1
+    return down(n + 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_frame_refused_by_the_recursion_limit_is_not_a_call(backend: str) -> None:
+    global RAN
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(300)
+    RAN = 0
+    try:
+        with framescope.profile(backend=backend) as prof:
+            try:
+                down(0)
+            except RecursionError:
+                pass
+    finally:
+        sys.setrecursionlimit(old)
+    assert len(calls_of(prof, down.__code__)) == RAN > 0

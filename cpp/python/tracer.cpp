@@ -227,6 +227,7 @@ bool tracer_start(const TracerOptions& options, PyObject* native_ids,
             [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   g_tracer.epoch = epoch;
   g_tracer.backend = options.backend;
+  g_tracer.recursion_check_depth = Py_GetRecursionLimit() / 2;
   const bool hook_backend = options.backend == TracerBackend::kFrameHook;
   // The frame hook cannot see frames end that it did not see start: sys.monitoring watches a
   // few code objects for it (3.12+). Without a free tool id, anchors remain (initial_frames.h).
