@@ -243,6 +243,26 @@ def test_builtins_named_by_what_was_called(backend: str) -> None:
         assert "<built-in method functools.partial.__call__>" in names
 
 
+def new_of_several_types() -> None:
+    tuple.__new__(tuple, (1,))
+    object.__new__(Target)
+    weakref.ref.__new__(weakref.ref, Target())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_types_new_is_named_by_its_type(backend: str) -> None:
+    # Every type's __new__ shares one PyMethodDef (CPython's tp_new wrapper): named by that alone,
+    # all three showed as the first one seen.
+    with framescope.profile(backend=backend, c_calls=True) as prof:
+        new_of_several_types()
+    names = [e.name for e in prof.events() if e.name.endswith(".__new__>")]
+    assert names == [
+        "<built-in method tuple.__new__>",
+        "<built-in method object.__new__>",
+        "<built-in method weakref.ReferenceType.__new__>",
+    ]
+
+
 # -- 7. threads started in the session, from their first frame ----------------------------------
 
 
