@@ -20,7 +20,9 @@ step() { printf '\n=== %s ===\n' "$*"; }
 
 # ---- system packages ------------------------------------------------------------------------
 # chromium: tests/test_report.py loads the HTML report in headless Chromium (on 3.11)
-apt_packages=(build-essential cmake ninja-build libgtest-dev libbenchmark-dev chromium)
+# openmpi-bin, libopenmpi-dev: tests/test_launchers.py runs a two-rank mpi4py job (on 3.11)
+apt_packages=(build-essential cmake ninja-build zlib1g-dev libgtest-dev libbenchmark-dev chromium
+              openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -77,11 +79,12 @@ last_summary=""
 for base_py in "${pythons[@]}"; do
   version="$("$base_py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   step "Python $version ($base_py)"
-  # Heavy tests run on one version each: torch (where a local CPU wheel exists, 3.11 here) and
-  # the browser tests on 3.11, the notebook tests (a real kernel) on 3.12.
+  # Heavy tests run on one version each: torch (where a local CPU wheel exists, 3.11 here),
+  # the browser tests and the launcher tests (torchrun, mpirun + mpi4py) on 3.11, the notebook
+  # tests (a real kernel) and mypy --strict over src on 3.12.
   extra=()
-  [ "$version" = 3.11 ] && extra+=("torch==2.13.0")
-  [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel)
+  [ "$version" = 3.11 ] && extra+=("torch==2.13.0" mpi4py)
+  [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel mypy)
   if ! py="$(scripts/dev_env.sh "$base_py" "${extra[@]}" | tail -1)"; then
     echo "installing into the $version venv failed; retrying without torch"
     if ! py="$(scripts/dev_env.sh "$base_py" | tail -1)"; then

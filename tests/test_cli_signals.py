@@ -235,5 +235,47 @@ def test_version_is_the_package_version() -> None:
                          text=True, timeout=60)
     import framescope
 
-    assert out.stdout.strip() == f"framescope {metadata.version('framescope')}"
-    assert framescope.__version__ == metadata.version("framescope")
+    version = metadata.version("framescope")  # pyproject's, from src/framescope/_version.py
+    assert out.stdout.strip() == f"framescope {version}"
+    assert framescope.__version__ == framescope._core.__version__ == version
+
+
+def test_a_forked_child_does_not_overwrite_the_trace(tmp_path: Path) -> None:
+    """A child the program forks inherits framescope's exit hook; when it exits after the parent,
+    it must not replace the parent's trace with its own."""
+    write(tmp_path / "forks.py", """
+        import os, sys, time
+
+        def parent_work():
+            return 1
+
+        def child_work():
+            return 2
+
+        if os.fork() == 0:
+            time.sleep(0.5)  # outlives the parent
+            child_work()
+            sys.exit(0)
+        parent_work()
+    """)
+    # --no-follow: followed, the child's part would be merged in as a process of its own
+    # (tests/test_follow.py); here the child only inherits the exit hook.
+    out = subprocess.run(framescope_cmd("--no-follow", "-o", "t.json", "forks.py"), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import time
+
+    time.sleep(1.5)  # the child has exited by now
+    names = names_in(tmp_path / "t.json")
+    assert "forks.py(4): parent_work" in names
+    assert "forks.py(7): child_work" not in names
+
+
+def test_script_with_a_syntax_error_is_reported_as_python_does(tmp_path: Path) -> None:
+    write(tmp_path / "bad.py", "def broken(:\n    pass\n")
+    plain = subprocess.run([sys.executable, "bad.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+    out = subprocess.run(framescope_cmd("-o", "t.json", "bad.py"), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == plain.returncode == 1
+    assert out.stderr == plain.stderr

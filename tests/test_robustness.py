@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -338,3 +339,165 @@ def test_code_objects_released_after_session() -> None:
     del prof, fn, ns
     gc.collect()
     assert code_ref() is None, "the session released its references to code objects"
+
+
+# -- misuse gets clear errors ---------------------------------------------------------------------
+
+NANOBIND_DUMP = "incompatible function arguments"
+
+
+@pytest.mark.parametrize(
+    "limit, expected",
+    [(1 << 20, 1 << 20), ("1.5GB", 1_500_000_000), ("512 MiB", 512 << 20), ("2gib", 2 << 30),
+     ("100000000", 100_000_000), ("1e9B", 10**9), ("64_000_000", 64_000_000)],
+)
+def test_memory_limit_forms(limit: object, expected: int) -> None:
+    assert framescope.profile(memory_limit=limit)._memory_limit == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "limit, error, message",
+    [("banana", ValueError, "'banana' is not a size"), ("1.5XB", ValueError, "units: B, KB"),
+     ("", ValueError, "is not a size"), ("-5MB", ValueError, "at least 256KiB"),
+     ("1KB", ValueError, "at least 256KiB"), (0, ValueError, "at least"),
+     (10**30, ValueError, "too large"), ("infGB", ValueError, "is not a size"),
+     ([1], TypeError, "not list"), (True, TypeError, "not bool"), (1.5e9, TypeError, "not float")],
+)
+def test_memory_limit_errors(limit: object, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message) as info:
+        framescope.profile(memory_limit=limit)  # type: ignore[arg-type]
+    if error is ValueError and message != "too large":
+        assert "512MiB" in str(info.value) or "at least" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: framescope.mark(5), "mark(): name must be a str, not int"),
+        (lambda: framescope.record_memory("x", 1, 2), "address must be an int, not str"),
+        (lambda: framescope.record_memory(1, 2.5, 2), "bytes must be an int, not float"),
+        (lambda: _core.Trace.deserialize("text"), "data must be bytes, not str"),
+        (lambda: framescope.record_function(3), "argument 'name' must be str"),
+    ],
+)
+def test_wrong_argument_types_are_clear_type_errors(call, message: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(message)) as info:
+        call()
+    assert NANOBIND_DUMP not in str(info.value)
+
+
+def test_wrong_types_on_a_profile() -> None:
+    with framescope.profile() as prof:
+        leaf()
+    for call in (lambda: prof.merge(42), lambda: prof.summary(limit="x")):  # type: ignore[arg-type]
+        with pytest.raises(TypeError) as info:
+            call()
+        assert NANOBIND_DUMP not in str(info.value)
+    with pytest.raises(ValueError):
+        prof.merge(b"garbage")
+    with pytest.raises(ValueError):
+        _core.Trace.deserialize(b"\x00" * 64)
+
+
+# -- exit without nanobind leak reports -------------------------------------------------------------
+
+EXIT_CASES = {
+    "session left running at module level": """
+        import framescope
+        prof = framescope.profile(); prof.start()
+        def f(): return 1
+        f()
+    """,
+    "trace kept in a module global": """
+        import framescope
+        with framescope.profile() as prof:
+            pass
+        t = prof.trace
+        def g(): raise ValueError
+        try: g()
+        except ValueError as e: err = e
+    """,
+    "daemon threads still recording at exit": """
+        import framescope, threading, time
+        def spin():
+            while True:
+                with framescope.record_function("x"):
+                    time.sleep(0.001)
+        threading.Thread(target=spin, daemon=True).start()
+        with framescope.profile() as prof:
+            time.sleep(0.01)
+        t = prof.trace
+        framescope.profile().start()  # and a session running at exit
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXIT_CASES))
+def test_exit_without_leak_reports(case: str) -> None:
+    out = run_python(EXIT_CASES[case])
+    assert out.returncode == 0, out.stderr
+    assert "leaked" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("case", ["session left running at module level",
+                                  "trace kept in a module global"])
+def test_framescope_itself_leaks_nothing_at_exit(case: str) -> None:
+    """With nanobind's leak reports on, a normal exit reports nothing: a session left running is
+    stopped at exit and what it held is released."""
+    code = "import os; os.environ['FRAMESCOPE_NB_LEAK_WARNINGS'] = '1'\n" + textwrap.dedent(
+        EXIT_CASES[case])
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr
+    assert "leaked" not in out.stderr, out.stderr
+
+
+def test_exit_with_torch_imported_has_no_leak_report() -> None:
+    pytest.importorskip("torch")
+    out = run_python("""
+        import torch, framescope
+        m = torch.nn.Linear(4, 4)
+        with framescope.profile() as prof:
+            m(torch.ones(2, 4))
+        t = prof.trace
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "leaked" not in out.stderr, out.stderr
+
+
+# -- flight recorder --------------------------------------------------------------------------------
+
+
+def middle(n: int) -> int:
+    total = 0
+    with framescope.record_function("enclosing_range"):
+        for _ in range(n):
+            total += leaf()
+        framescope.mark("window_end")
+    return total
+
+
+def outer(n: int) -> int:
+    return middle(n)
+
+
+@pytest.mark.parametrize("backend", ["frame_hook", "fallback"])
+def test_keep_newest_keeps_what_encloses_the_window(backend: str) -> None:
+    """Before: the flight recorder dropped the begins of the frames and ranges that enclose its
+    window with the recycled chunks, so the newest events floated at the root."""
+    with framescope.profile(memory_limit="256KiB", on_limit="keep_newest",
+                            backend=backend) as prof:  # type: ignore[arg-type]
+        outer(100_000)
+    events = prof.events()
+    assert prof.trace.dropped_events > 0
+    (end,) = events.named("window_end")
+    chain = []
+    p = end.parent
+    while p is not None and p >= 0:
+        chain.append(events[p].name)
+        p = events[p].parent
+    assert chain[0] == "enclosing_range", chain
+    assert chain[1].endswith(": middle") and chain[2].endswith(": outer"), chain
+    (mid,) = [e for e in events if e.name.endswith(": middle")]
+    leaves = [e for e in events if e.name.endswith(": leaf")]
+    assert leaves and mid.start_ns < leaves[0].start_ns, "the enclosing frame keeps its real start"
+    assert len(leaves) < 100_000

@@ -3,7 +3,10 @@
 // Two steps. At stop, build_part() keeps the slots of a session as they are and resolves what
 // they refer to (code objects, C functions, static names, side records) into symbols, once.
 // Then every reader replays: replay_part() walks each thread's slots and reports slices to a
-// TraceVisitor. This file is the only place that decides which event encloses which.
+// TraceVisitor, in one go or in steps (ReplayCursor: the Replayer keeps where it is, so a pull
+// reader such as the Python event iterator can ask for a few thousand slots at a time). This
+// file is the only place that decides which event encloses which.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include "flops.h"
 #include "framescope/record_function.h"
 #include "session_impl.h"
+#include "stream_writer.h"
 #include "trace_part.h"
 
 namespace framescope {
@@ -175,9 +179,15 @@ void add_threads_without_events(const RawTrace& raw, const std::vector<bool>& in
 }  // namespace
 
 std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolver,
-                                      const std::vector<std::pair<uint64_t, std::string>>& names) {
+                                      const std::vector<std::pair<uint64_t, std::string>>& names,
+                                      const RecordedKeys* more) {
   auto part = std::make_shared<TracePart>();
   PartBuilder b(resolver, *part);
+  if (more) {
+    for (uint64_t key : more->python) b.resolve_python(key);
+    for (uint64_t key : more->c_function) b.resolve_c(key);
+    for (uint64_t ptr : more->static_name) b.resolve_static(ptr);
+  }
   part->clock = raw.clock;
   part->start_ticks = raw.start_ticks;
   part->stop_ticks = raw.stop_ticks;
@@ -268,6 +278,17 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
 // ---------------------------------------------------------------------------------------------
 // Replay.
 
+// A large trace mapped from a file is replayed once per reader; keeping every page it touched
+// resident would make its memory the file's size. The mapping is private, read-only and never
+// written, so dropping its pages loses nothing: a later access faults them in again from the
+// page cache. Only whole pages inside [begin, end) go.
+void release_mapped_pages(const void* begin, const void* end) noexcept {
+  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t from = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const uintptr_t to = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
+  if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+}
+
 namespace {
 
 enum class OpenKind : uint8_t { kRange, kPython, kC };
@@ -302,12 +323,39 @@ class Replayer {
   }
 
   void run() {
-    for (size_t i = 0; i < part_.threads.size(); ++i) {
-      const uint32_t thread = ref_.thread_base + uint32_t(i);
-      v_.begin_thread(thread);
-      replay_thread(part_.threads[i], thread);
-      v_.end_thread(thread);
+    while (!step(UINT64_MAX)) {
     }
+  }
+
+  // Replays up to about `budget` slots (a thread's start and end cost none); true once every
+  // thread of the part has ended.
+  bool step(uint64_t budget) {
+    while (budget > 0) {
+      if (!in_thread_) {
+        if (thread_i_ >= part_.threads.size()) return true;
+        begin_thread();
+      }
+      const PartThread& t = part_.threads[thread_i_];
+      while (!stopped_ && run_i_ < t.runs.size() && budget > 0) {
+        const SlotRun& run = t.runs[run_i_];
+        const uint64_t end = k_ + std::min(budget, run.count - k_);
+        const uint64_t from = k_;
+        while (k_ < end && !stopped_) slot(t, run.slots[k_++]);
+        budget -= std::min(budget, k_ - from);
+        // Blocks of slots, so that a mapped trace's pages can be let go of as the replay passes.
+        if (part_.release_pages &&
+            (k_ - released_ >= kReleaseBlockSlots || k_ == run.count || stopped_)) {
+          release_mapped_pages(run.slots + released_, run.slots + k_);
+          released_ = k_;
+        }
+        if (k_ == run.count) {
+          ++run_i_;
+          k_ = released_ = 0;
+        }
+      }
+      if (stopped_ || run_i_ >= t.runs.size()) end_thread();
+    }
+    return !in_thread_ && thread_i_ >= part_.threads.size();
   }
 
  private:
@@ -331,7 +379,7 @@ class Replayer {
         break;
       }
     }
-    s.start_ns = ts + ref_.offset_ns;
+    s.start_ns = clamp_reported_time(ts + ref_.offset_ns);
     s.thread = thread_;
     s.symbol = symbol;
     s.depth = uint32_t(stack_.size() - ghosts_);
@@ -352,7 +400,7 @@ class Replayer {
     if (o.ghost) {
       --ghosts_;
     } else {
-      o.slice.dur_ns = std::max<int64_t>(0, t - o.raw_start);
+      o.slice.dur_ns = std::clamp<int64_t>(t - o.raw_start, 0, kMaxReportedTimeNs);
       o.slice.open_at_stop = at_stop;
       v_.slice_end(o.slice);
     }
@@ -380,7 +428,7 @@ class Replayer {
       Open& o = stack_[i];
       if (o.kind != OpenKind::kPython) continue;
       if (o.ghost) return;  // ended already (a second finalizer)
-      o.slice.dur_ns = std::max<int64_t>(0, t - o.raw_start);
+      o.slice.dur_ns = std::clamp<int64_t>(t - o.raw_start, 0, kMaxReportedTimeNs);
       v_.slice_end(o.slice);
       o.ghost = true;
       o.initial = false;
@@ -400,143 +448,151 @@ class Replayer {
     }
   }
 
-  void replay_thread(const PartThread& t, uint32_t thread) {
-    thread_ = thread;
+  void begin_thread() {
+    const PartThread& t = part_.threads[thread_i_];
+    thread_ = ref_.thread_base + uint32_t(thread_i_);
+    in_thread_ = true;
+    run_i_ = 0;
+    k_ = released_ = 0;
+    seq_ = t.first_seq;
+    stopped_ = false;
+    have_base_ = false;
+    base_ticks_ = 0;
     stack_.clear();
     ghosts_ = 0;
+    v_.begin_thread(thread_);
     for (const StoredFrame& f : t.initial) {
       open(start_ns_, sym(f.symbol), EventCategory::kPythonFunction, OpenKind::kPython, 0,
            UINT32_MAX, true, f.address);
     }
+  }
+
+  void end_thread() {
+    while (!stack_.empty()) close_at(stack_.size() - 1, stop_ns_, true);
+    v_.end_thread(thread_);
+    in_thread_ = false;
+    ++thread_i_;
+  }
+
+  // A compact event (raw_event.h); false once it lies after the stop.
+  bool compact(uint64_t e) {
+    if (!have_base_) return true;  // (cannot happen: every chunk starts its pairs with a base)
+    const uint64_t ticks = base_ticks_ + compact_delta(e);
+    if (ticks > part_.stop_ticks) return false;
+    const int64_t ts = part_.clock.to_ns(ticks);
+    if (compact_is_return(e)) {
+      pop_kind(OpenKind::kPython, ts);
+    } else if (const uint32_t index = compact_index(e); index < part_.keys.compact.size()) {
+      open(ts, sym(part_.keys.compact[index]), EventCategory::kPythonFunction, OpenKind::kPython);
+    }
+    return true;
+  }
+
+  // One slot of thread `t`; sets stopped_ at the first event after the stop.
+  void slot(const PartThread& t, const RawEvent& raw) {
     const uint64_t stop_ticks = part_.stop_ticks;
     const ClockConverter& clock = part_.clock;
-    const std::vector<uint32_t>& compact_symbols = part_.keys.compact;
-    // A compact event (raw_event.h); false once it lies after the stop.
-    uint64_t base_ticks = 0;
-    bool have_base = false;
-    auto compact = [&](uint64_t e) {
-      if (!have_base) return true;  // (cannot happen: every chunk starts its pairs with a base)
-      const uint64_t ticks = base_ticks + compact_delta(e);
-      if (ticks > stop_ticks) return false;
-      const int64_t ts = clock.to_ns(ticks);
-      if (compact_is_return(e)) {
-        pop_kind(OpenKind::kPython, ts);
-      } else if (const uint32_t index = compact_index(e); index < compact_symbols.size()) {
-        open(ts, sym(compact_symbols[index]), EventCategory::kPythonFunction, OpenKind::kPython);
-      }
-      return true;
-    };
-    uint64_t seq = t.first_seq;
-    bool stopped = false;
-    for (const SlotRun& run : t.runs) {
-      for (uint64_t k = 0; k < run.count && !stopped; ++k) {
-        const RawEvent& raw = run.slots[k];
-        const uint64_t this_seq = seq++;
-        if (is_compact_pair(raw.word)) {
-          // first half in `word`, second (if written) in `ticks`
-          if (!compact(raw.word) || (raw.ticks != 0 && !compact(raw.ticks))) stopped = true;
-          continue;
-        }
-        if (raw.ticks > stop_ticks) {  // after the stop: this and later events
-          stopped = true;
-          break;
-        }
-        const int64_t ts = clock.to_ns(raw.ticks);
-        const uint64_t payload = payload_of(raw.word);
-        switch (kind_of(raw.word)) {
-          case EventKind::kRangeBegin:
-          case EventKind::kRangeBeginSide: {
-            uint32_t symbol;
-            uint8_t scope;
-            uint32_t detail = UINT32_MAX;
-            if (kind_of(raw.word) == EventKind::kRangeBegin) {
-              symbol = lookup(part_.keys.static_name, payload & kPointerMask, part_.unknown_range);
-              scope = uint8_t(payload >> 48);
-            } else {
-              if (payload < t.ranges_base || payload - t.ranges_base >= t.ranges.size()) break;
-              const StoredRange& r = t.ranges[payload - t.ranges_base];
-              symbol = sym(r.symbol);
-              scope = r.scope;
-              if (r.detail != UINT32_MAX) detail = ref_.detail_base + r.detail;
-            }
-            auto async = async_ends_.find({t.buffer_index, this_seq});
-            if (async != async_ends_.end()) {
-              Slice s = make(ts, symbol, category_of_scope(scope));
-              s.detail = detail;
-              s.dur_ns = std::max<int64_t>(0, clock.to_ns(async->second) - ts);
-              s.async_end = true;
-              v_.async_slice(s);
-            } else {
-              open(ts, symbol, category_of_scope(scope), OpenKind::kRange, this_seq, detail);
-            }
-            break;
-          }
-          case EventKind::kRangeEnd:
-            for (size_t i = stack_.size(); i-- > 0;) {
-              if (stack_[i].kind == OpenKind::kRange && stack_[i].begin_seq == payload) {
-                close_at(i, ts);
-                break;
-              }
-            }
-            break;
-          case EventKind::kPyCall:
-            open(ts, lookup(part_.keys.python, payload, part_.unknown_python),
-                 EventCategory::kPythonFunction, OpenKind::kPython);
-            break;
-          case EventKind::kBase:
-            base_ticks = raw.ticks;
-            have_base = true;
-            break;
-          case EventKind::kPyReturn:
-            pop_kind(OpenKind::kPython, ts);
-            break;
-          case EventKind::kCCall:
-            open(ts, lookup(part_.keys.c_function, payload, part_.unknown_c),
-                 EventCategory::kCFunction, OpenKind::kC);
-            break;
-          case EventKind::kCReturn:
-            pop_kind(OpenKind::kC, ts);
-            break;
-          case EventKind::kPyAnchor: {
-            // A call at hook depth 0 runs under the pre-existing frame at `payload`: every
-            // pre-existing frame above that one has returned by now.
-            size_t i = stack_.size();
-            while (i-- > 0) {
-              if (stack_[i].initial && stack_[i].frame_address == payload) break;
-            }
-            if (i < stack_.size()) {
-              while (stack_.size() > i + 1 && stack_.back().initial)
-                close_at(stack_.size() - 1, ts);
-            }
-            break;
-          }
-          case EventKind::kPyInitialExit:
-            close_initial_frame(payload, ts);
-            break;
-          case EventKind::kPyExitEarly:
-            exit_early(ts);
-            break;
-          case EventKind::kMark: {
-            if (payload < t.marks_base || payload - t.marks_base >= t.marks.size()) break;
-            Slice s = make(ts, sym(t.marks[payload - t.marks_base]), EventCategory::kMark);
-            s.dur_ns = -1;
-            v_.instant(s);
-            break;
-          }
-          case EventKind::kMemory: {
-            if (payload < t.memory_base || payload - t.memory_base >= t.memory.size()) break;
-            const MemoryRecord& m = t.memory[payload - t.memory_base];
-            v_.memory(MemorySample{ts + ref_.offset_ns, thread_, m.address, m.bytes,
-                                   m.total_allocated, m.total_reserved, m.device});
-            break;
-          }
-          default:
-            break;
-        }
-      }
-      if (stopped) break;
+    const uint64_t this_seq = seq_++;
+    if (is_compact_pair(raw.word)) {
+      // first half in `word`, second (if written) in `ticks`
+      if (!compact(raw.word) || (raw.ticks != 0 && !compact(raw.ticks))) stopped_ = true;
+      return;
     }
-    while (!stack_.empty()) close_at(stack_.size() - 1, stop_ns_, true);
+    if (raw.ticks > stop_ticks) {  // after the stop: this and later events
+      stopped_ = true;
+      return;
+    }
+    const int64_t ts = clock.to_ns(raw.ticks);
+    const uint64_t payload = payload_of(raw.word);
+    switch (kind_of(raw.word)) {
+      case EventKind::kRangeBegin:
+      case EventKind::kRangeBeginSide: {
+        uint32_t symbol;
+        uint8_t scope;
+        uint32_t detail = UINT32_MAX;
+        if (kind_of(raw.word) == EventKind::kRangeBegin) {
+          symbol = lookup(part_.keys.static_name, payload & kPointerMask, part_.unknown_range);
+          scope = uint8_t(payload >> 48);
+        } else {
+          if (payload < t.ranges_base || payload - t.ranges_base >= t.ranges.size()) break;
+          const StoredRange& r = t.ranges[payload - t.ranges_base];
+          symbol = sym(r.symbol);
+          scope = r.scope;
+          if (r.detail != UINT32_MAX) detail = ref_.detail_base + r.detail;
+        }
+        auto async = async_ends_.find({t.buffer_index, this_seq});
+        if (async != async_ends_.end()) {
+          Slice s = make(ts, symbol, category_of_scope(scope));
+          s.detail = detail;
+          s.dur_ns = std::clamp<int64_t>(clock.to_ns(async->second) - ts, 0, kMaxReportedTimeNs);
+          s.async_end = true;
+          v_.async_slice(s);
+        } else {
+          open(ts, symbol, category_of_scope(scope), OpenKind::kRange, this_seq, detail);
+        }
+        break;
+      }
+      case EventKind::kRangeEnd:
+        for (size_t i = stack_.size(); i-- > 0;) {
+          if (stack_[i].kind == OpenKind::kRange && stack_[i].begin_seq == payload) {
+            close_at(i, ts);
+            break;
+          }
+        }
+        break;
+      case EventKind::kPyCall:
+        open(ts, lookup(part_.keys.python, payload, part_.unknown_python),
+             EventCategory::kPythonFunction, OpenKind::kPython);
+        break;
+      case EventKind::kBase:
+        base_ticks_ = raw.ticks;
+        have_base_ = true;
+        break;
+      case EventKind::kPyReturn:
+        pop_kind(OpenKind::kPython, ts);
+        break;
+      case EventKind::kCCall:
+        open(ts, lookup(part_.keys.c_function, payload, part_.unknown_c), EventCategory::kCFunction,
+             OpenKind::kC);
+        break;
+      case EventKind::kCReturn:
+        pop_kind(OpenKind::kC, ts);
+        break;
+      case EventKind::kPyAnchor: {
+        // A call at hook depth 0 runs under the pre-existing frame at `payload`: every
+        // pre-existing frame above that one has returned by now.
+        size_t i = stack_.size();
+        while (i-- > 0) {
+          if (stack_[i].initial && stack_[i].frame_address == payload) break;
+        }
+        if (i < stack_.size()) {
+          while (stack_.size() > i + 1 && stack_.back().initial) close_at(stack_.size() - 1, ts);
+        }
+        break;
+      }
+      case EventKind::kPyInitialExit:
+        close_initial_frame(payload, ts);
+        break;
+      case EventKind::kPyExitEarly:
+        exit_early(ts);
+        break;
+      case EventKind::kMark: {
+        if (payload < t.marks_base || payload - t.marks_base >= t.marks.size()) break;
+        Slice s = make(ts, sym(t.marks[payload - t.marks_base]), EventCategory::kMark);
+        s.dur_ns = -1;
+        v_.instant(s);
+        break;
+      }
+      case EventKind::kMemory: {
+        if (payload < t.memory_base || payload - t.memory_base >= t.memory.size()) break;
+        const MemoryRecord& m = t.memory[payload - t.memory_base];
+        v_.memory(MemorySample{clamp_reported_time(ts + ref_.offset_ns), thread_, m.address,
+                               m.bytes, m.total_allocated, m.total_reserved, m.device});
+        break;
+      }
+      default:
+        break;
+    }
   }
 
   const StoredTrace::PartRef& ref_;
@@ -544,6 +600,17 @@ class Replayer {
   TraceVisitor& v_;
   uint64_t& next_index_;
   int64_t start_ns_ = 0, stop_ns_ = 0;
+  // Where the replay is: thread, run, slot within the run (and what it let go of), and the
+  // state of the thread being replayed.
+  size_t thread_i_ = 0;
+  bool in_thread_ = false;
+  size_t run_i_ = 0;
+  uint64_t k_ = 0;
+  uint64_t released_ = 0;
+  uint64_t seq_ = 0;
+  bool stopped_ = false;
+  uint64_t base_ticks_ = 0;
+  bool have_base_ = false;
   uint32_t thread_ = 0;
   std::vector<Open> stack_;
   size_t ghosts_ = 0;  // ghost entries in stack_
@@ -557,6 +624,51 @@ void replay_part(const StoredTrace::PartRef& ref, TraceVisitor& visitor, uint64_
 }
 
 }  // namespace internal
+
+struct ReplayCursor::State {
+  const StoredTrace& trace;
+  TraceVisitor& visitor;
+  TraceView view;
+  size_t part = 0;
+  uint64_t next_index = 0;
+  std::unique_ptr<internal::Replayer> replayer;
+  bool started = false;
+  bool done = false;
+};
+
+ReplayCursor::ReplayCursor(const StoredTrace& trace, TraceVisitor& visitor)
+    : state_(new State{trace, visitor, trace.view()}) {}
+
+ReplayCursor::~ReplayCursor() = default;
+
+bool ReplayCursor::advance(uint64_t max_slots) {
+  State& st = *state_;
+  if (st.done) return false;
+  try {
+    if (!st.started) {
+      st.started = true;
+      st.visitor.begin_trace(st.view);
+    }
+    const auto& parts = st.trace.parts();
+    if (!st.replayer) {
+      if (st.part >= parts.size()) {
+        st.done = true;
+        st.visitor.end_trace();
+        return false;
+      }
+      st.replayer = std::make_unique<internal::Replayer>(parts[st.part], st.visitor, st.next_index);
+    }
+    if (st.replayer->step(std::max<uint64_t>(1, max_slots))) {
+      st.replayer.reset();
+      ++st.part;
+    }
+    return true;
+  } catch (...) {
+    st.done = true;  // a replay interrupted midway cannot go on consistently
+    st.replayer.reset();
+    throw;
+  }
+}
 
 Trace replay(const RawTrace& raw, const KeyResolver& resolver) {
   RawTrace copy = raw;

@@ -12,6 +12,7 @@
 #include "framescope/debug_info.h"
 #include "framescope/record_function.h"
 #include "session_impl.h"
+#include "stream_writer.h"
 #include "thread_identity.h"
 
 namespace framescope {
@@ -35,6 +36,7 @@ struct ThreadOwner {
   std::shared_ptr<ThreadBuffer> buffer;
   ~ThreadOwner() {
     t_slot = {nullptr, ~uint64_t(0)};
+    if (buffer) buffer->owner_exiting();
     buffer.reset();
   }
 };
@@ -105,7 +107,7 @@ void Session::add_warning(std::string message) {
   warnings.push_back(std::move(message));
 }
 
-void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) noexcept {
+void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) {
   const uint64_t parent_tid = kept ? kept->os_tid : 0;
   const uint64_t pthread_id = pthread_thread_id();
   std::vector<InitialStack> stacks;
@@ -229,6 +231,10 @@ void enable_profiler(const SessionConfig& config) {
     throw SessionError("framescope: memory_limit_bytes must be at least " +
                        std::to_string(internal::ChunkPool::kChunkBytes));
   }
+  if (!config.stream_path.empty() && config.on_limit == LimitPolicy::kKeepNewest) {
+    throw SessionError(
+        "framescope: a streamed session keeps every event; the keep-newest policy does not apply");
+  }
   if (auto* info = dynamic_cast<internal::ProfilerStateInfo*>(
           ThreadLocalDebugInfo::get(DebugInfoKind::kProfilerState));
       info && info->epoch == g_session_epoch.load()) {
@@ -245,6 +251,10 @@ void enable_profiler(const SessionConfig& config) {
     auto session = std::make_shared<internal::Session>(config, epoch);
     session->clock = ClockConverter::start();
     session->start_ticks = now_ticks();
+    if (!config.stream_path.empty()) {
+      // Throws OutputError before anything is published.
+      session->stream = std::make_shared<internal::StreamWriter>(config.stream_path, *session);
+    }
     g_session = session;
     g_session_epoch.store(epoch, std::memory_order_release);
     internal::g_range_consumers.fetch_add(1, std::memory_order_relaxed);
@@ -296,6 +306,9 @@ RawTracePtr disable_profiler() {
   raw->stop_ticks = stop_ticks;
   std::lock_guard<std::mutex> lock(session->mutex);
   session->stopped = true;
+  // From here buffers keep their chunks: each chunk is then either in the stream (written by
+  // drain() below) or in a snapshot, never in both.
+  if (session->stream) session->stream->close_intake();
   for (auto& buffer : session->buffers) {
     RawThread t;
     t.data = buffer->snapshot();
@@ -310,6 +323,10 @@ RawTracePtr disable_profiler() {
   raw->initial_stacks = std::move(session->initial_stacks);
   raw->async_ends = std::move(session->async_ends);
   raw->compact_keys = std::move(session->compact_keys);
+  if (session->stream) {
+    session->stream->drain();
+    raw->stream = session->stream;
+  }
   {
     std::lock_guard<std::mutex> warnings_lock(session->warnings_mutex);
     raw->warnings = std::move(session->warnings);
@@ -333,11 +350,11 @@ namespace internal {
 // Threads that record without locks (the append fast path) only touch their own newest chunk;
 // in the child those threads do not exist and their buffers are dropped.
 //
-// Stated behaviour (README, "Processes"): in the child, a running session goes on recording
-// into the child's own trace, which starts at the fork. Only the forking thread survives: its
-// frames and ranges open at the fork are open slices from the child's start, the events it
-// recorded before belong to the parent's trace, and every other thread's buffer is dropped.
-// The parent's session is unaffected.
+// Stated behaviour (README, "Interrupts, signals, forks, odd names"): in the child, a running
+// session goes on recording into the child's own trace, which starts at the fork. Only the forking
+// thread survives: its frames and ranges open at the fork are open slices from the child's start,
+// the events it recorded before belong to the parent's trace, and every other thread's buffer is
+// dropped. The parent's session is unaffected.
 namespace {
 
 std::shared_ptr<Session> g_fork_session;  // the session locked by fork_prepare()
@@ -380,7 +397,11 @@ void fork_child() noexcept {
   std::lock_guard<std::mutex> lock(session->mutex);
   ThreadBuffer* kept =
       t_owner.buffer && t_owner.buffer->epoch == session->epoch ? t_owner.buffer.get() : nullptr;
-  session->continue_in_fork_child(kept, now_ticks());
+  try {
+    session->continue_in_fork_child(kept, now_ticks());
+  } catch (...) {
+    // Out of memory in the child: its trace may keep some of the parent's events, no more.
+  }
 }
 
 }  // namespace
@@ -446,6 +467,7 @@ RawTraceStats raw_trace_stats(const RawTrace& raw) {
     s.bytes += t.data.events.size() * sizeof(internal::RawEvent);
     s.dropped += t.data.dropped;
   }
+  if (raw.stream && !raw.stream->forked_away()) s.events += raw.stream->written_events();
   return s;
 }
 

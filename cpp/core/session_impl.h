@@ -15,6 +15,8 @@ namespace framescope {
 
 namespace internal {
 
+class StreamWriter;
+
 /// A range started on one thread and ended on another.
 struct AsyncEnd {
   uint32_t buffer_index = 0;  // buffer of the starting thread
@@ -39,8 +41,8 @@ class Session {
   void add_warning(std::string message);
   /// In a forked child (single-threaded, see session.cpp): the session goes on in the child
   /// with `kept` (the forking thread's buffer, or null) as its only buffer, starting at
-  /// `fork_ticks`. Other threads' chunks go back to the pool.
-  void continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) noexcept;
+  /// `fork_ticks`. Other threads' chunks go back to the pool. Throws std::bad_alloc only.
+  void continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks);
 
   const SessionConfig config;
   const uint64_t epoch;
@@ -61,6 +63,10 @@ class Session {
   // and disable_profiler() takes buffer mutexes while holding `mutex`.
   std::mutex warnings_mutex;
   std::vector<std::string> warnings;
+  // Streaming capture (SessionConfig::stream_path): set before the session is published, read
+  // by buffers on their slow path. Declared last so that it goes first: its writer thread gives
+  // chunks back to this session.
+  std::shared_ptr<StreamWriter> stream;
 
  private:
   std::atomic<size_t> chunks_in_use_{0};
@@ -89,6 +95,9 @@ struct RawTrace {
   std::vector<internal::AsyncEnd> async_ends;
   std::vector<uint64_t> compact_keys;  // Python keys of compact calls, by index
   std::vector<std::string> warnings;
+  // A streamed session: the slots written during the session are in this stream's file (the
+  // threads above hold only what was still in memory at stop). StoredTrace::from_raw finishes it.
+  std::shared_ptr<internal::StreamWriter> stream;
 };
 
 }  // namespace framescope

@@ -4,13 +4,17 @@
 #include <algorithm>
 
 #include "session_impl.h"
+#include "stream_writer.h"
 #include "trace_part.h"
 
 namespace framescope {
 
 namespace internal {
-std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolver,
-                                      const std::vector<std::pair<uint64_t, std::string>>& names);
+// trace_processes.cpp: gives the threads [first, end) of `threads` and `processes` fresh pids
+// where `mine` already uses theirs.
+void separate_pids(const StoredTrace& mine, const StoredTrace& theirs,
+                   std::vector<ThreadInfo>& threads, size_t first,
+                   std::vector<ProcessInfo>& processes);
 }  // namespace internal
 
 StoredTrace::StoredTrace() = default;
@@ -23,6 +27,7 @@ StoredTrace::StoredTrace(const StoredTrace& o)
       threads_(o.threads_),
       details_(o.details_),
       warnings_(o.warnings_),
+      processes_(o.processes_),
       start_ns_(o.start_ns_),
       stop_ns_(o.stop_ns_),
       dropped_(o.dropped_),
@@ -38,6 +43,7 @@ StoredTrace& StoredTrace::operator=(const StoredTrace& o) {
     threads_ = std::move(copy.threads_);
     details_ = std::move(copy.details_);
     warnings_ = std::move(copy.warnings_);
+    processes_ = std::move(copy.processes_);
     start_ns_ = copy.start_ns_;
     stop_ns_ = copy.stop_ns_;
     dropped_ = copy.dropped_;
@@ -49,6 +55,15 @@ StoredTrace& StoredTrace::operator=(const StoredTrace& o) {
 
 StoredTrace StoredTrace::from_raw(RawTrace&& raw, const KeyResolver& resolver,
                                   const std::vector<std::pair<uint64_t, std::string>>& names) {
+  if (raw.stream) {
+    // Streaming capture: most slots are in the stream's file already; it completes the file and
+    // the trace reads from it.
+    std::shared_ptr<internal::StreamWriter> stream = std::move(raw.stream);
+    if (!stream->forked_away()) return stream->finish(std::move(raw), resolver, names);
+    raw.warnings.push_back(
+        "framescope: this process was forked from a session that streamed to '" + stream->path() +
+        "'; its trace holds the events still in memory at the fork and those recorded since");
+  }
   StoredTrace t;
   t.add_part(internal::build_part(std::move(raw), resolver, names), 0);
   return t;
@@ -65,6 +80,9 @@ uint32_t StoredTrace::intern(const Symbol& s) {
 
 void StoredTrace::add_part(std::shared_ptr<const internal::TracePart> part, int64_t offset_ns) {
   const bool was_empty = parts_.empty();
+  // Offsets add up over repeated merges: kept within the reported time range (replay.cpp adds
+  // one to times within +-2^62, which must not overflow).
+  offset_ns = clamp_reported_time(offset_ns);
   PartRef ref;
   ref.offset_ns = offset_ns;
   ref.thread_base = uint32_t(threads_.size());
@@ -74,8 +92,8 @@ void StoredTrace::add_part(std::shared_ptr<const internal::TracePart> part, int6
   for (const internal::PartThread& t : part->threads) threads_.push_back(t.info);
   details_.insert(details_.end(), part->details.begin(), part->details.end());
   warnings_.insert(warnings_.end(), part->warnings.begin(), part->warnings.end());
-  const int64_t start = part->start_ns() + offset_ns;
-  const int64_t stop = part->stop_ns() + offset_ns;
+  const int64_t start = clamp_reported_time(part->start_ns() + offset_ns);
+  const int64_t stop = clamp_reported_time(part->stop_ns() + offset_ns);
   start_ns_ = was_empty ? start : std::min(start_ns_, start);
   stop_ns_ = was_empty ? stop : std::max(stop_ns_, stop);
   dropped_ += part->dropped_events;
@@ -85,9 +103,26 @@ void StoredTrace::add_part(std::shared_ptr<const internal::TracePart> part, int6
   event_count_.store(-1);
 }
 
-StoredTrace StoredTrace::merged(const StoredTrace& other, int64_t offset_ns) const {
+StoredTrace StoredTrace::merged(const StoredTrace& other, int64_t offset_ns,
+                                bool separate_pids) const {
   StoredTrace out(*this);
-  for (const PartRef& ref : other.parts_) out.add_part(ref.part, ref.offset_ns + offset_ns);
+  const size_t first_new_thread = out.threads_.size();
+  for (const PartRef& ref : other.parts_) {
+    int64_t sum;
+    if (__builtin_add_overflow(ref.offset_ns, offset_ns, &sum))
+      sum = offset_ns < 0 ? INT64_MIN : INT64_MAX;
+    out.add_part(ref.part, sum);
+  }
+  // add_part copied the parts' own thread infos: take over `other`'s (they may be remapped).
+  std::copy(other.threads_.begin(), other.threads_.end(),
+            out.threads_.begin() + long(first_new_thread));
+  std::vector<ProcessInfo> theirs = other.processes_;
+  if (separate_pids) internal::separate_pids(*this, other, out.threads_, first_new_thread, theirs);
+  for (ProcessInfo& p : theirs) {
+    const bool known = std::any_of(out.processes_.begin(), out.processes_.end(),
+                                   [&](const ProcessInfo& q) { return q.pid == p.pid; });
+    if (!known) out.processes_.push_back(std::move(p));
+  }
   return out;
 }
 
@@ -114,7 +149,9 @@ uint64_t StoredTrace::event_count() const {
 }
 
 TraceView StoredTrace::view() const noexcept {
-  return TraceView{symbols_, threads_, details_, warnings_, start_ns_, stop_ns_, dropped_, recorded_};
+  return TraceView{symbols_,  threads_,  details_,
+                   warnings_, start_ns_, stop_ns_,
+                   dropped_,  recorded_, processes_.empty() ? nullptr : &processes_};
 }
 
 void StoredTrace::visit(TraceVisitor& visitor) const {
@@ -148,13 +185,20 @@ int64_t MaterializedSource::time_base_ns() const {
   int64_t base = trace_.start_ns;
   for (const TraceEvent& e : trace_.events) base = std::min(base, e.start_ns);
   for (const MemorySample& m : trace_.memory) base = std::min(base, m.time_ns);
-  return base;
+  return clamp_reported_time(base);
 }
 
 void MaterializedSource::visit(TraceVisitor& v) const {
   const Trace& t = trace_;
-  const TraceView tables{t.symbols,  t.threads, t.details,        t.warnings,
-                        t.start_ns, t.stop_ns, t.dropped_events, t.recorded_events};
+  // A hand-made trace may hold any times: they are reported clamped (kMaxReportedTimeNs).
+  const TraceView tables{t.symbols,
+                         t.threads,
+                         t.details,
+                         t.warnings,
+                         clamp_reported_time(t.start_ns),
+                         clamp_reported_time(t.stop_ns),
+                         t.dropped_events,
+                         t.recorded_events};
   v.begin_trace(tables);
   std::vector<Slice> stack;
   uint32_t thread = UINT32_MAX;
@@ -176,8 +220,8 @@ void MaterializedSource::visit(TraceVisitor& v) const {
     Slice s;
     s.index = i;
     s.parent = e.parent;
-    s.start_ns = e.start_ns;
-    s.dur_ns = e.dur_ns;
+    s.start_ns = clamp_reported_time(e.start_ns);
+    s.dur_ns = e.dur_ns < 0 ? -1 : std::min(e.dur_ns, kMaxReportedTimeNs);
     s.thread = e.thread;
     s.symbol = e.symbol;
     s.depth = e.depth;
@@ -200,7 +244,10 @@ void MaterializedSource::visit(TraceVisitor& v) const {
   while (!stack.empty()) end_top();
   if (thread != UINT32_MAX) v.end_thread(thread);
   for (const MemorySample& m : t.memory) {
-    if (m.thread < t.threads.size()) v.memory(m);
+    if (m.thread >= t.threads.size()) continue;
+    MemorySample clamped = m;
+    clamped.time_ns = clamp_reported_time(m.time_ns);
+    v.memory(clamped);
   }
   v.end_trace();
 }

@@ -5,6 +5,7 @@
 
 #include "chunk_pool.h"
 #include "session_impl.h"
+#include "stream_writer.h"
 
 namespace framescope::internal {
 
@@ -19,7 +20,13 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
   // slots this chunk cannot use (kind 0, which replay skips).
   while (cursor_ != limit_) write_slot(0, 0);
   const SideRecordMarks first_side = side_marks_from(first_word);
+  // Streaming capture: the full chunk goes to the writer thread; at the memory limit this thread
+  // waits for the writer to give one back rather than drop events.
+  StreamWriter* stream = session_->stream.get();
+  const bool streaming = stream && stream->accepting();
+  if (streaming) stream_chunks_locked(*stream, first_side);
   RawEvent* chunk = session_->take_chunk();
+  if (!chunk && streaming) chunk = stream->wait_for_chunk();
   if (!chunk) {
     if (session_->config.on_limit == LimitPolicy::kKeepNewest && !chunks_.empty()) {
       // Flight recorder: recycle this thread's oldest chunk (the full current one when it has
@@ -92,6 +99,51 @@ SideRecordMarks ThreadBuffer::side_marks_from(uint64_t first_word) const noexcep
       break;
   }
   return marks;
+}
+
+void ThreadBuffer::stream_chunks_locked(StreamWriter& stream,
+                                        const SideRecordMarks& keep) noexcept {
+  const uint64_t committed = committed_.load(std::memory_order_relaxed);  // owner only
+  auto take = [](auto& list, uint64_t& base, uint64_t below, auto& out, uint64_t& out_base) {
+    out_base = base;
+    while (!list.empty() && base < below) {
+      out.push_back(std::move(list.front()));
+      list.pop_front();
+      ++base;
+    }
+  };
+  while (!chunks_.empty()) {
+    const Chunk c = chunks_.front();
+    StreamedChunk sc;
+    sc.buffer_index = index_;
+    sc.first_seq = c.first_seq;
+    sc.events = c.events;
+    sc.count =
+        committed > c.first_seq ? std::min<uint64_t>(c.capacity, committed - c.first_seq) : 0;
+    const SideRecordMarks& below = chunks_.size() > 1 ? chunks_[1].first_side : keep;
+    try {
+      take(details_, details_base_, below.details, sc.details, sc.details_base);
+      take(strings_, strings_base_, below.strings, sc.strings, sc.strings_base);
+      take(memory_, memory_base_, below.memory, sc.memory, sc.memory_base);
+    } catch (...) {
+      // Out of memory moving records: those not moved are released (their events replay
+      // without them), so that the next hand-off's records still follow on.
+      release_side_records_below(below);
+    }
+    chunks_.pop_front();
+    stream.hand_off(std::move(sc));
+  }
+  // The owner must not write into a chunk it handed off: the next event takes the slow path.
+  cursor_ = limit_ = nullptr;
+  pending_pair_ = nullptr;
+  base_window_ = 0;
+}
+
+void ThreadBuffer::owner_exiting() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (detached_ || chunks_.empty()) return;  // detached: the session may be gone
+  StreamWriter* stream = session_->stream.get();
+  if (stream && stream->accepting()) stream_chunks_locked(*stream, side_marks_from(0));
 }
 
 void ThreadBuffer::release_side_records_below(const SideRecordMarks& keep) noexcept {

@@ -6,6 +6,8 @@
 //     kPart    (1): a part starts: time offset, clock calibration, start/stop ticks
 //     kChunk   (2): aux = thread buffer index; u64 first seq, u64 slot count, slots (16 B each)
 //     kTables  (3): the part's tables (symbols, key tables, threads, details...); ends the part
+//     kProcesses (4): the trace's process table (pid, name, labels, sort index, metadata);
+//                     optional, at most one, between parts (written after the last)
 // Slot payloads start 16-byte aligned in the file, so a mapped file is replayed in place.
 // Chunks of a part come before its tables, in any order between threads but in sequence within
 // one: that is what lets a running session append chunks as they fill (streaming capture) and
@@ -15,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -30,6 +33,7 @@ namespace internal {
 
 namespace {
 
+constexpr uint32_t kNoBuffer = UINT32_MAX;
 constexpr char kMagic[8] = {'F', 'S', 'T', 'R', 'A', 'C', 'E', '2'};
 constexpr uint32_t kVersion = 2;
 constexpr int64_t kMaxTime = int64_t(1) << 61;
@@ -94,10 +98,13 @@ RangeInput read_input(Reader& r) {
   return in;
 }
 
+// In key order, so that the same trace always serializes to the same bytes.
 template <class Map>
 void write_map(BlockWriter& w, const Map& m) {
-  w.pod<uint64_t>(m.size());
-  for (const auto& [k, v] : m) {
+  std::vector<std::pair<uint64_t, uint32_t>> sorted(m.begin(), m.end());
+  std::sort(sorted.begin(), sorted.end());
+  w.pod<uint64_t>(sorted.size());
+  for (const auto& [k, v] : sorted) {
     w.pod<uint64_t>(k);
     w.pod<uint32_t>(v);
   }
@@ -183,7 +190,7 @@ void write_chunk(BlockWriter& w, uint32_t buffer_index, uint64_t first_seq, cons
   w.end_record(length);
 }
 
-void write_part_tables(BlockWriter& w, const TracePart& part) {
+void write_part_tables(BlockWriter& w, const TracePart& part, const ThreadInfo* infos) {
   BlockWriter t;
   t.pod<uint64_t>(part.symbols.size());
   for (const Symbol& s : part.symbols) {
@@ -201,13 +208,15 @@ void write_part_tables(BlockWriter& w, const TracePart& part) {
   write_map(t, part.keys.c_function);
   write_map(t, part.keys.static_name);
   t.pod<uint64_t>(part.threads.size());
-  for (const PartThread& th : part.threads) {
+  for (size_t i = 0; i < part.threads.size(); ++i) {
+    const PartThread& th = part.threads[i];
+    const ThreadInfo& info = infos ? infos[i] : th.info;
     t.pod<uint32_t>(th.buffer_index);
-    t.pod<int64_t>(th.info.pid);
-    t.pod<uint64_t>(th.info.os_tid);
-    t.pod<uint64_t>(th.info.pthread_id);
-    t.pod<uint64_t>(th.info.logical_tid);
-    t.str(th.info.name);
+    t.pod<int64_t>(info.pid);
+    t.pod<uint64_t>(info.os_tid);
+    t.pod<uint64_t>(info.pthread_id);
+    t.pod<uint64_t>(info.logical_tid);
+    t.str(info.name);
     t.pod<uint64_t>(th.first_seq);
     t.pod<uint64_t>(th.ranges_base);
     t.pod<uint64_t>(th.ranges.size());
@@ -256,7 +265,43 @@ void write_part_tables(BlockWriter& w, const TracePart& part) {
   w.record(RecordType::kTables, 0, t.buffer());
 }
 
+void write_processes(BlockWriter& w, const std::vector<ProcessInfo>& processes) {
+  BlockWriter t;
+  t.pod<uint64_t>(processes.size());
+  for (const ProcessInfo& p : processes) {
+    t.pod<int64_t>(p.pid);
+    t.str(p.name);
+    t.pod<uint64_t>(p.labels.size());
+    for (const std::string& l : p.labels) t.str(l);
+    t.pod<int32_t>(p.sort_index);
+    t.str(p.metadata);
+  }
+  w.record(RecordType::kProcesses, 0, t.buffer());
+}
+
 namespace {
+
+// The process table of a kProcesses record; pids are unique.
+std::vector<ProcessInfo> read_processes(std::string_view payload) {
+  Reader r(payload);
+  std::vector<ProcessInfo> out;
+  const uint64_t n = r.count(36);
+  for (uint64_t i = 0; i < n; ++i) {
+    ProcessInfo p;
+    p.pid = r.pod<int64_t>();
+    p.name = r.str();
+    const uint64_t k = r.count(8);
+    for (uint64_t j = 0; j < k; ++j) p.labels.push_back(r.str());
+    p.sort_index = r.pod<int32_t>();
+    p.metadata = r.str();
+    for (const ProcessInfo& q : out) {
+      if (q.pid == p.pid) fail("duplicate process");
+    }
+    out.push_back(std::move(p));
+  }
+  if (!r.done()) fail("trailing bytes in the process table");
+  return out;
+}
 
 struct PendingChunk {
   uint64_t first_seq;
@@ -266,7 +311,7 @@ struct PendingChunk {
 
 // Reads a part's tables into `part` and attaches the chunks collected for its threads.
 void read_tables(std::string_view payload, TracePart& part,
-                 std::map<uint32_t, std::vector<PendingChunk>>& chunks) {
+                 std::map<uint32_t, std::vector<PendingChunk>>& chunks, bool mapped) {
   Reader r(payload);
   uint64_t n = r.count(28);
   for (uint64_t i = 0; i < n; ++i) {
@@ -299,11 +344,15 @@ void read_tables(std::string_view payload, TracePart& part,
   for (uint64_t i = 0; i < n; ++i) {
     PartThread th;
     th.buffer_index = r.pod<uint32_t>();
-    if (std::find(buffer_indices.begin(), buffer_indices.end(), th.buffer_index) !=
-        buffer_indices.end()) {
-      fail("duplicate thread");
+    // UINT32_MAX: a thread that recorded nothing (it ran Python code at start and stayed
+    // blocked); any number of them, and no chunk refers to them.
+    if (th.buffer_index != kNoBuffer) {
+      if (std::find(buffer_indices.begin(), buffer_indices.end(), th.buffer_index) !=
+          buffer_indices.end()) {
+        fail("duplicate thread");
+      }
+      buffer_indices.push_back(th.buffer_index);
     }
-    buffer_indices.push_back(th.buffer_index);
     th.info.pid = r.pod<int64_t>();
     th.info.os_tid = r.pod<uint64_t>();
     th.info.pthread_id = r.pod<uint64_t>();
@@ -348,11 +397,12 @@ void read_tables(std::string_view payload, TracePart& part,
     }
     th.dropped = r.pod<uint64_t>();
     // The thread's slots: its chunks, which must follow one another without a gap.
-    auto it = chunks.find(th.buffer_index);
+    auto it = th.buffer_index == kNoBuffer ? chunks.end() : chunks.find(th.buffer_index);
     if (it != chunks.end()) {
       auto& list = it->second;
-      std::sort(list.begin(), list.end(),
-                [](const PendingChunk& a, const PendingChunk& b) { return a.first_seq < b.first_seq; });
+      std::sort(list.begin(), list.end(), [](const PendingChunk& a, const PendingChunk& b) {
+        return a.first_seq < b.first_seq;
+      });
       uint64_t seq = th.first_seq;
       for (const PendingChunk& c : list) {
         if (c.first_seq != seq) fail("chunks of a thread do not follow one another");
@@ -391,16 +441,27 @@ void read_tables(std::string_view payload, TracePart& part,
   n = r.count(8);
   for (uint64_t i = 0; i < n; ++i) part.warnings.push_back(r.str());
   r.pod<uint64_t>();  // recorded events as written: recounted from the slots instead
+  uint64_t slot_bytes = 0;
+  for (const PartThread& th : part.threads) {
+    for (const SlotRun& run : th.runs) slot_bytes += run.count * sizeof(RawEvent);
+  }
+  part.release_pages = mapped && slot_bytes >= kReleasePagesFrom;
   part.recorded_events = 0;
   for (const PartThread& th : part.threads) {
     for (const SlotRun& run : th.runs) {
-      for (uint64_t k = 0; k < run.count; ++k) {
-        const RawEvent& e = run.slots[k];
-        if (is_compact_pair(e.word)) {
-          part.recorded_events += e.ticks != 0 ? 2 : 1;
-        } else if (kind_of(e.word) != EventKind::kPadding && kind_of(e.word) != EventKind::kBase) {
-          ++part.recorded_events;
+      for (uint64_t k = 0; k < run.count;) {
+        const uint64_t block_start = k;
+        const uint64_t block_end = std::min(run.count, k + kReleaseBlockSlots);
+        for (; k < block_end; ++k) {
+          const RawEvent& e = run.slots[k];
+          if (is_compact_pair(e.word)) {
+            part.recorded_events += e.ticks != 0 ? 2 : 1;
+          } else if (kind_of(e.word) != EventKind::kPadding &&
+                     kind_of(e.word) != EventKind::kBase) {
+            ++part.recorded_events;
+          }
         }
+        if (part.release_pages) release_mapped_pages(run.slots + block_start, run.slots + k);
       }
     }
   }
@@ -427,8 +488,9 @@ void StoredTrace::serialize(OutputSink& out) const {
         seq += run.count;
       }
     }
-    internal::write_part_tables(w, part);
+    internal::write_part_tables(w, part, threads_.data() + ref.thread_base);
   }
+  if (!processes_.empty()) internal::write_processes(w, processes_);
   w.flush();
 }
 
@@ -452,8 +514,17 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
   std::shared_ptr<TracePart> part;
   int64_t offset_ns = 0;
   std::map<uint32_t, std::vector<PendingChunk>> chunks;
+  bool have_processes = false;
   size_t pos = 16;
+  // Reading a record header faults in the pages around it (the kernel maps up to 64 KiB around
+  // a fault): a big mapped file lets go of what the scan passed, as the replay does.
+  const bool release = in_place && bytes.size() >= kReleasePagesFrom;
+  size_t released = 0;
   while (pos < bytes.size()) {
+    if (release && pos - released >= kReleaseBlockSlots * sizeof(RawEvent)) {
+      release_mapped_pages(bytes.data() + released, bytes.data() + pos);
+      released = pos;
+    }
     if (bytes.size() - pos < 16) fail("truncated record header");
     uint32_t type, aux;
     uint64_t length;
@@ -512,10 +583,17 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
       }
       case RecordType::kTables: {
         if (!part) fail("tables outside a part");
-        read_tables(payload, *part, chunks);
+        read_tables(payload, *part, chunks, in_place);
         if (in_place) part->mapped = owner;
         out.add_part(std::move(part), offset_ns);
         part.reset();
+        break;
+      }
+      case RecordType::kProcesses: {
+        if (part) fail("process table inside a part");
+        if (have_processes) fail("second process table");
+        have_processes = true;
+        out.processes_ = read_processes(payload);
         break;
       }
       default:

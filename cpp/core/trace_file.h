@@ -11,7 +11,7 @@
 
 namespace framescope::internal {
 
-enum class RecordType : uint32_t { kPart = 1, kChunk = 2, kTables = 3 };
+enum class RecordType : uint32_t { kPart = 1, kChunk = 2, kTables = 3, kProcesses = 4 };
 
 /// Buffers small writes into blocks for an OutputSink (or only into memory without one).
 /// Not thread-safe.
@@ -48,6 +48,10 @@ void write_file_header(BlockWriter& w);
 void write_part_header(BlockWriter& w, const TracePart& part, int64_t offset_ns);
 void write_chunk(BlockWriter& w, uint32_t buffer_index, uint64_t first_seq, const RawEvent* slots,
                  uint64_t count);
-void write_part_tables(BlockWriter& w, const TracePart& part);
+/// `infos`, when given, replaces the part's own thread infos (one per part thread: a merged
+/// trace's, whose pids may have been separated).
+void write_part_tables(BlockWriter& w, const TracePart& part, const ThreadInfo* infos = nullptr);
+/// The trace's process table (after the last part).
+void write_processes(BlockWriter& w, const std::vector<ProcessInfo>& processes);
 
 }  // namespace framescope::internal

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "framescope/clock.h"
-#include "framescope/stored_trace.h"
 #include "framescope/internal/raw_event.h"
 #include "framescope/internal/thread_buffer.h"
+#include "framescope/stored_trace.h"
 #include "framescope/trace.h"
 
 namespace framescope::internal {
@@ -85,10 +85,30 @@ struct TracePart {
   // storage the runs point into: owned slot arrays, or the mapped file
   std::vector<std::vector<RawEvent>> owned_slots;
   std::shared_ptr<const void> mapped;
+  // Mapped and large: the replay lets go of the pages it passed (replay.cpp, release_pages).
+  bool release_pages = false;
 
   int64_t start_ns() const { return clock.to_ns(start_ticks); }
   int64_t stop_ns() const { return clock.to_ns(stop_ticks); }
 };
+
+struct RecordedKeys;
+
+/// Builds a part from a stopped session's events (consumes `raw`), resolving every key its slots
+/// refer to, and the keys in `more` (slots written to a stream), with `resolver`. Threads whose
+/// OS id is in `names` get that name. Defined in replay.cpp.
+std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolver,
+                                      const std::vector<std::pair<uint64_t, std::string>>& names,
+                                      const RecordedKeys* more = nullptr);
+
+/// Slots replayed in one block (8 MiB), after which a part with release_pages lets them go.
+constexpr uint64_t kReleaseBlockSlots = uint64_t(1) << 19;
+/// Mapped parts with this many bytes of slots or more have release_pages (a streamed trace of
+/// 200 M events maps 1.6 GB); smaller ones stay resident for re-reads.
+constexpr uint64_t kReleasePagesFrom = uint64_t(64) << 20;
+/// Lets go of the whole pages inside [begin, end) of a mapped (private, read-only) trace file:
+/// a later access faults them in again from the file. Defined in replay.cpp.
+void release_mapped_pages(const void* begin, const void* end) noexcept;
 
 /// Replays one part into `visitor`, reporting ids through `ref` (symbol map, thread and detail
 /// bases, time offset). `next_index` is the index of the part's first event and is advanced past

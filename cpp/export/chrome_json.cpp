@@ -2,9 +2,12 @@
 #include <algorithm>
 #include <ostream>
 #include <stdexcept>
+#include <string_view>
+#include <type_traits>
 
 #include "framescope/chrome_trace.h"
 #include "framescope/writers.h"
+#include "process_names.h"
 #include "text_buffer.h"
 
 namespace framescope {
@@ -42,13 +45,13 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
   return n;
 }
 
-
-
 // Writes events as they end ("X" needs the duration), so the file is not in start order; every
 // reader sorts (Perfetto, chrome://tracing).
 class ChromeWriter final : public TraceVisitor {
  public:
-  ChromeWriter(OutputSink& out, int64_t base) : out_(out), base_(base) {}
+  ChromeWriter(OutputSink& out, int64_t base) : out_(out), base_(base) {
+    for (size_t c = 0; c < 6; ++c) category_names_[c] = category_name(EventCategory(c));
+  }
 
   void begin_trace(const TraceView& v) override {
     view_ = &v;
@@ -75,18 +78,12 @@ class ChromeWriter final : public TraceVisitor {
     for (const ThreadInfo& th : v.threads) {
       if (std::find(pids.begin(), pids.end(), th.pid) == pids.end()) pids.push_back(th.pid);
     }
-    for (int64_t pid : pids) {
-      sep();
-      out_.put("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
-      out_.put_int(pid);
-      out_.put(",\"tid\":0,\"args\":{\"name\":\"python ");
-      out_.put_int(pid);
-      out_.put("\"}}");
-    }
+    for (int64_t pid : pids) write_process(v, pid);
     thread_prefix_.reserve(v.threads.size());
     for (size_t i = 0; i < v.threads.size(); ++i) {
       const ThreadInfo& th = v.threads[i];
-      std::string id = ",\"pid\":" + std::to_string(th.pid) + ",\"tid\":" + std::to_string(th.os_tid);
+      std::string id =
+          ",\"pid\":" + std::to_string(th.pid) + ",\"tid\":" + std::to_string(th.os_tid);
       thread_prefix_.push_back(id + ",\"ts\":");
       sep();
       out_.put("{\"ph\":\"M\",\"name\":\"thread_name\"");
@@ -106,6 +103,38 @@ class ChromeWriter final : public TraceVisitor {
       out_.put_uint(i);
       out_.put("}}");
     }
+  }
+
+  // The process's name, labels and sort index (from the trace's process table) as metadata.
+  void write_process(const TraceView& v, int64_t pid) {
+    auto& b = out_.raw();
+    auto begin = [&](const char* what) {
+      sep();
+      out_.put("{\"ph\":\"M\",\"name\":\"");
+      out_.put(what);
+      out_.put("\",\"pid\":");
+      out_.put_int(pid);
+      out_.put(",\"tid\":0,\"args\":{");
+    };
+    begin("process_name");
+    out_.put("\"name\":\"");
+    append_json_escaped(b, process_display_name(v, pid));
+    out_.put("\"}}");
+    const ProcessInfo* p = find_process(v, pid);
+    if (!p) return;
+    if (!p->labels.empty()) {
+      begin("process_labels");
+      out_.put("\"labels\":\"");
+      for (size_t i = 0; i < p->labels.size(); ++i) {
+        if (i) out_.put(',');
+        append_json_escaped(b, p->labels[i]);
+      }
+      out_.put("\"}}");
+    }
+    begin("process_sort_index");
+    out_.put("\"sort_index\":");
+    out_.put_int(p->sort_index);
+    out_.put("}}");
   }
 
   void slice_end(const Slice& s) override { write_event(s, 'X'); }
@@ -175,42 +204,64 @@ class ChromeWriter final : public TraceVisitor {
 
   void write_event(const Slice& s, char ph) {
     sep();
-    out_.put("{\"ph\":\"");
-    out_.put(ph);
-    out_.put(ph == 'i' ? "\",\"s\":\"t\",\"cat\":\"" : "\",\"cat\":\"");
-    out_.put(category_name(s.category));
-    out_.put("\",\"name\":\"");
-    out_.put(names_[s.symbol]);
-    out_.put('"');
-    if (ph == 'b') {
-      out_.put(",\"id\":");
-      out_.put_uint(s.index);
+    // Fast path: the event assembled on the stack, appended once. Room: the name and thread
+    // prefix plus at most ~220 bytes of fixed text and numbers.
+    const std::string& name = names_[s.symbol];
+    const std::string& thread = thread_prefix_[s.thread];
+    if (s.detail == UINT32_MAX && name.size() + thread.size() < kEventStack - 256) {
+      char buf[kEventStack];
+      CharWriter w{buf};
+      event_fields(w, s, ph, name, thread);
+      out_.put(std::string_view(buf, size_t(w.p - buf)));
+      return;
     }
-    out_.put(thread_prefix_[s.thread]);
-    out_.put_us(s.start_ns - base_);
+    event_fields(out_, s, ph, name, thread);
+  }
+
+  static constexpr size_t kEventStack = 1024;
+
+  template <class Out>
+  void event_fields(Out& out, const Slice& s, char ph, const std::string& name,
+                    const std::string& thread) {
+    out.put("{\"ph\":\"");
+    out.put(ph);
+    out.put(ph == 'i' ? "\",\"s\":\"t\",\"cat\":\"" : "\",\"cat\":\"");
+    // (a hand-made Trace may hold any byte as a category)
+    out.put(size_t(s.category) < 6 ? category_names_[size_t(s.category)] : "other");
+    out.put("\",\"name\":\"");
+    out.put(name);
+    out.put('"');
+    if (ph == 'b') {
+      out.put(",\"id\":");
+      out.put_uint(s.index);
+    }
+    out.put(thread);
+    out.put_us(s.start_ns - base_);
     if (ph == 'X') {
-      out_.put(",\"dur\":");
-      out_.put_us(s.dur_ns);
+      out.put(",\"dur\":");
+      out.put_us(s.dur_ns);
     }
     if (s.category == EventCategory::kPythonFunction || s.category == EventCategory::kCFunction) {
-      out_.put(",\"args\":{\"Python id\":");
-      out_.put_uint(s.index);
-      out_.put(",\"Python parent id\":");
+      out.put(",\"args\":{\"Python id\":");
+      out.put_uint(s.index);
+      out.put(",\"Python parent id\":");
       if (s.parent >= 0) {
-        out_.put_int(s.parent);
+        out.put_int(s.parent);
       } else {
-        out_.put("null");
+        out.put("null");
       }
-      out_.put(",\"Python thread\":");
-      out_.put_uint(s.thread);
+      out.put(",\"Python thread\":");
+      out.put_uint(s.thread);
     } else {
-      out_.put(",\"args\":{\"Ev Idx\":");
-      out_.put_uint(s.index);
+      out.put(",\"args\":{\"Ev Idx\":");
+      out.put_uint(s.index);
     }
-    if (s.async_end) out_.put(",\"Async end\":true");
-    if (s.open_at_stop) out_.put(",\"Open at stop\":true");
-    if (s.detail != UINT32_MAX) write_detail(view_->details[s.detail]);
-    out_.put("}}");
+    if (s.async_end) out.put(",\"Async end\":true");
+    if (s.open_at_stop) out.put(",\"Open at stop\":true");
+    if constexpr (std::is_same_v<Out, TextBuffer>) {
+      if (s.detail != UINT32_MAX) write_detail(view_->details[s.detail]);
+    }
+    out.put("}}");
   }
 
   void write_detail(const EventDetail& d) {
@@ -277,6 +328,7 @@ class ChromeWriter final : public TraceVisitor {
   TextBuffer out_;
   int64_t base_;
   const TraceView* view_ = nullptr;
+  std::string_view category_names_[6];      // by EventCategory
   std::vector<std::string> names_;          // escaped, per symbol
   std::vector<std::string> thread_prefix_;  // ,"pid":P,"tid":T,"ts":
   bool first_ = true;
@@ -345,7 +397,6 @@ void append_json_escaped(std::string& out, std::string_view s) {
     ++i;
   }
 }
-
 
 void write_chrome_json(const TraceSource& source, OutputSink& out) {
   exporters::ChromeWriter w(out, source.time_base_ns());

@@ -1,8 +1,7 @@
-// cpp/export/file_output.cpp: atomic file output (temp file + rename) with optional gzip (zlib).
+// cpp/export/file_output.cpp: atomic file output (temp file + rename), gzip-compressed on request.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <atomic>
 #include <cerrno>
@@ -11,6 +10,7 @@
 #include <string>
 
 #include "framescope/output.h"
+#include "gzip_output.h"
 
 namespace framescope {
 
@@ -22,7 +22,7 @@ namespace {
 
 // A temporary file next to `path`, renamed over it by commit(). Until then `path` is untouched,
 // so a failed or abandoned write never leaves a truncated file (and keeps an older one).
-class AtomicFile final : public OutputSink {
+class AtomicFile final : public SeekableOutput {
  public:
   explicit AtomicFile(const std::string& path) : path_(path) {
     static std::atomic<uint64_t> counter{0};
@@ -57,8 +57,25 @@ class AtomicFile final : public OutputSink {
       }
       data += n;
       size -= size_t(n);
+      written_ += uint64_t(n);
     }
   }
+  void write_at(uint64_t offset, const char* data, size_t size) override {
+    if (offset > written_ || size > written_ - offset) {
+      throw OutputError("framescope: write_at past the end of '" + path_ + "'", 0, path_);
+    }
+    while (size > 0) {
+      const ssize_t n = ::pwrite(fd_, data, size, off_t(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw_errno("failed writing", path_, errno);
+      }
+      data += n;
+      size -= size_t(n);
+      offset += uint64_t(n);
+    }
+  }
+  uint64_t size() const noexcept override { return written_; }
   void commit() override {
     const int fd = fd_;
     fd_ = -1;
@@ -78,53 +95,7 @@ class AtomicFile final : public OutputSink {
   std::string path_;
   std::string tmp_;
   int fd_ = -1;
-};
-
-// gzip (RFC 1952) around another sink. Level 1: for trace text it compresses ~8-10x at several
-// hundred MB/s, where the default level is 3-5x slower for a few percent.
-class GzipSink final : public OutputSink {
- public:
-  explicit GzipSink(std::unique_ptr<OutputSink> inner) : inner_(std::move(inner)) {
-    std::memset(&z_, 0, sizeof z_);
-    if (deflateInit2(&z_, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-      throw OutputError("framescope: zlib initialisation failed", 0, "");
-    }
-    out_.resize(1 << 18);
-  }
-  ~GzipSink() override { deflateEnd(&z_); }
-  void write(const char* data, size_t size) override {
-    while (size > 0) {
-      // zlib takes at most 4 GiB per call
-      const uInt n = uInt(std::min<size_t>(size, 1u << 30));
-      z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
-      z_.avail_in = n;
-      pump(Z_NO_FLUSH);
-      data += n;
-      size -= n;
-    }
-  }
-  void commit() override {
-    z_.next_in = nullptr;
-    z_.avail_in = 0;
-    pump(Z_FINISH);
-    inner_->commit();
-  }
-
- private:
-  void pump(int flush) {
-    for (;;) {
-      z_.next_out = reinterpret_cast<Bytef*>(&out_[0]);
-      z_.avail_out = uInt(out_.size());
-      const int rc = deflate(&z_, flush);
-      if (rc == Z_STREAM_ERROR) throw OutputError("framescope: zlib failed", 0, "");
-      const size_t produced = out_.size() - z_.avail_out;
-      if (produced) inner_->write(out_.data(), produced);
-      if (flush == Z_FINISH ? rc == Z_STREAM_END : (z_.avail_in == 0 && z_.avail_out != 0)) break;
-    }
-  }
-  std::unique_ptr<OutputSink> inner_;
-  z_stream z_;
-  std::string out_;
+  uint64_t written_ = 0;
 };
 
 }  // namespace
@@ -133,14 +104,25 @@ bool is_gzip_path(std::string_view path) noexcept {
   return path.size() >= 3 && path.substr(path.size() - 3) == ".gz";
 }
 
-std::unique_ptr<OutputSink> open_file_output(const std::string& path, bool gzip) {
+namespace {
+void check_path(const std::string& path) {
   if (path.find('\0') != std::string::npos) {
     throw std::invalid_argument("framescope: path contains a NUL byte");
   }
   if (path.empty()) throw std::invalid_argument("framescope: empty path");
+}
+}  // namespace
+
+std::unique_ptr<SeekableOutput> open_seekable_file_output(const std::string& path) {
+  check_path(path);
+  return std::make_unique<AtomicFile>(path);
+}
+
+std::unique_ptr<OutputSink> open_file_output(const std::string& path, bool gzip) {
+  check_path(path);
   std::unique_ptr<OutputSink> file = std::make_unique<AtomicFile>(path);
   if (!gzip) return file;
-  return std::make_unique<GzipSink>(std::move(file));
+  return exporters::make_gzip_sink(std::move(file), exporters::default_gzip_workers());
 }
 
 }  // namespace framescope

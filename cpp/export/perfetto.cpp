@@ -18,6 +18,7 @@
 
 #include "framescope/writers.h"
 #include "nesting_adapter.h"
+#include "process_names.h"
 #include "text_buffer.h"
 
 namespace framescope {
@@ -93,7 +94,11 @@ class PerfettoWriter final : public TraceVisitor {
         std::string proc;
         Pb pp{proc};
         pp.sint(1, th.pid);
-        pp.bytes(6, "python " + std::to_string(th.pid));
+        pp.bytes(6, valid_utf8(process_display_name(v, th.pid)));
+        if (const ProcessInfo* info = find_process(v, th.pid)) {
+          pp.sint(3, info->sort_index);  // legacy_sort_index
+          for (const std::string& label : info->labels) pp.bytes(8, valid_utf8(label));
+        }
         p.bytes(3, proc);
         descriptor_packet(d);
       }
@@ -212,7 +217,9 @@ class PerfettoWriter final : public TraceVisitor {
   }
 
  private:
-  static uint64_t process_uuid(int64_t pid) { return (uint64_t(1) << 60) + uint64_t(pid & 0xffffffff); }
+  static uint64_t process_uuid(int64_t pid) {
+    return (uint64_t(1) << 60) + uint64_t(pid & 0xffffffff);
+  }
   static uint64_t thread_uuid(uint32_t thread) { return (uint64_t(2) << 60) + thread; }
   static uint64_t counter_uuid(int64_t pid) {
     return (uint64_t(4) << 60) + (uint64_t(pid & 0xffffffff) << 1);

@@ -82,15 +82,19 @@ class SpeedscopeWriter final : public TraceVisitor {
     last_at_ = at;
     if (start_ < 0) start_ = at;
     end_ = at;
-    if (!first_) out_.put(',');
+    // Assembled on the stack and appended once (at most ~60 bytes).
+    char buf[80];
+    CharWriter w{buf};
+    if (!first_) w.put(',');
     first_ = false;
-    out_.put("{\"type\":\"");
-    out_.put(type);
-    out_.put("\",\"at\":");
-    out_.put_int(at);
-    out_.put(",\"frame\":");
-    out_.put_uint(frame);
-    out_.put('}');
+    w.put("{\"type\":\"");
+    w.put(type);
+    w.put("\",\"at\":");
+    w.put_int(at);
+    w.put(",\"frame\":");
+    w.put_uint(frame);
+    w.put('}');
+    out_.put(std::string_view(buf, size_t(w.p - buf)));
     out_.maybe_flush();
   }
 

@@ -1,4 +1,4 @@
-// cpp/python/bindings_trace.cpp: nanobind bindings of a stored trace: events, stats, exports.
+// cpp/python/bindings_trace.cpp: nanobind bindings of a stored trace: stats, exports, files, merge.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -17,8 +17,6 @@ using namespace nb::literals;
 
 namespace framescope::py {
 
-namespace {
-
 // Every string handed to Python is decoded with replacement: names may hold invalid UTF-8 (C
 // ABI, merged blobs, lone surrogates of thread names), and no reader may fail on them.
 nb::str py_str(const std::string& s) {
@@ -27,13 +25,30 @@ nb::str py_str(const std::string& s) {
   return nb::steal<nb::str>(o);
 }
 
+namespace {
+
 nb::list py_strs(const std::vector<std::string>& v) {
   nb::list out;
   for (const std::string& s : v) out.append(py_str(s));
   return out;
 }
 
-// The materialized index (random access: event(i), find, parents), built once per trace state.
+}  // namespace
+
+void set_output_error(const OutputError& e) {
+  if (!e.error_code()) {
+    PyErr_SetString(PyExc_OSError, e.what());
+    return;
+  }
+  PyObject* err = PyObject_CallFunction(PyExc_OSError, "isN", e.error_code(), e.what(),
+                                        py_str(e.path()).release().ptr());  // new
+  if (err) {
+    PyErr_SetObject(PyExc_OSError, err);
+    Py_DECREF(err);
+  }
+}
+
+// The materialized index (random access: event(i), detail(i)), built once per trace state.
 std::shared_ptr<const Trace> index_of(TraceState& st) {
   {
     std::lock_guard<std::mutex> lock(st.mutex);
@@ -53,11 +68,15 @@ std::shared_ptr<const Trace> index_of(TraceState& st) {
   return index;
 }
 
+namespace {
+
 // Progress on stderr for long exports: only on a terminal, only after a second.
 class ProgressVisitor final : public TraceVisitor {
  public:
   ProgressVisitor(TraceVisitor& t, uint64_t total, std::string label)
-      : t_(t), total_(total ? total : 1), label_(std::move(label)),
+      : t_(t),
+        total_(total ? total : 1),
+        label_(std::move(label)),
         start_(std::chrono::steady_clock::now()) {}
   ~ProgressVisitor() override {
     if (shown_) std::fprintf(stderr, "\r%s: done%20s\n", label_.c_str(), "");
@@ -128,36 +147,6 @@ void export_to(TraceState& st, const std::string& path, ExportFormat format, boo
   sink->commit();
 }
 
-nb::tuple event_tuple(const Trace& t, size_t i) {
-  if (i >= t.events.size()) throw nb::index_error("event index out of range");
-  const TraceEvent& e = t.events[i];
-  return nb::make_tuple(py_str(t.symbols[e.symbol].name), category_name(e.category), e.thread,
-                        e.start_ns, e.dur_ns, e.parent, e.depth, e.symbol, int(e.category));
-}
-
-// One event of the index, built in C++ (iterating millions of events must not build Python
-// dataclasses); names come from a per-trace cache of str objects.
-struct PyEvent {
-  std::shared_ptr<const Trace> trace;
-  std::shared_ptr<std::vector<nb::object>> names;
-  size_t index = 0;
-  const TraceEvent& e() const { return trace->events[index]; }
-};
-
-struct EventCursor {
-  std::shared_ptr<const Trace> trace;
-  std::shared_ptr<std::vector<nb::object>> names;
-  size_t next = 0;
-  size_t end = 0;
-};
-
-std::shared_ptr<std::vector<nb::object>> name_cache(const std::shared_ptr<const Trace>& t) {
-  auto names = std::make_shared<std::vector<nb::object>>();
-  names->reserve(t->symbols.size());
-  for (const Symbol& s : t->symbols) names->push_back(py_str(s.name));
-  return names;
-}
-
 }  // namespace
 
 void bind_trace(nb::module_& m) {
@@ -165,59 +154,15 @@ void bind_trace(nb::module_& m) {
     try {
       std::rethrow_exception(p);
     } catch (const OutputError& e) {
-      if (e.error_code()) {
-        nb::object err = nb::module_::import_("builtins").attr("OSError")(
-            e.error_code(), py_str(e.what()), py_str(e.path()));
-        PyErr_SetObject(PyExc_OSError, err.ptr());
-      } else {
-        PyErr_SetString(PyExc_OSError, e.what());
-      }
+      set_output_error(e);
     } catch (const TraceFormatError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     }
   });
 
-  nb::class_<PyEvent>(m, "Event", "One event: a Python call, a range, a builtin call or a mark.")
-      .def_prop_ro("index", [](const PyEvent& e) { return e.index; })
-      .def_prop_ro("name", [](const PyEvent& e) { return (*e.names)[e.e().symbol]; })
-      .def_prop_ro("category", [](const PyEvent& e) { return category_name(e.e().category); })
-      .def_prop_ro("thread", [](const PyEvent& e) { return e.e().thread; })
-      .def_prop_ro("start_ns", [](const PyEvent& e) { return e.e().start_ns; })
-      .def_prop_ro("duration_ns", [](const PyEvent& e) { return e.e().dur_ns; })
-      .def_prop_ro("end_ns",
-                   [](const PyEvent& e) { return e.e().start_ns + std::max<int64_t>(0, e.e().dur_ns); })
-      .def_prop_ro("parent",
-                   [](const PyEvent& e) -> nb::object {
-                     if (e.e().parent < 0) return nb::none();
-                     return nb::int_(e.e().parent);
-                   })
-      .def_prop_ro("depth", [](const PyEvent& e) { return e.e().depth; })
-      .def_prop_ro("open_at_stop", [](const PyEvent& e) { return e.e().open_at_stop; })
-      .def("__eq__",
-           [](const PyEvent& a, nb::handle b) {
-             if (!nb::isinstance<PyEvent>(b)) return false;
-             const PyEvent& o = nb::cast<const PyEvent&>(b);
-             return a.trace == o.trace && a.index == o.index;
-           })
-      .def("__hash__", [](const PyEvent& e) { return std::hash<size_t>()(e.index); })
-      .def("__repr__", [](const PyEvent& e) -> nb::str {
-        const TraceEvent& ev = e.e();
-        return nb::str("Event(index={}, name={!r}, category={!r}, thread={}, start_ns={}, "
-                       "duration_ns={}, parent={}, depth={})")
-            .format(e.index, (*e.names)[ev.symbol], category_name(ev.category), ev.thread,
-                    ev.start_ns, ev.dur_ns,
-                    ev.parent < 0 ? nb::object(nb::none()) : nb::object(nb::int_(ev.parent)),
-                    ev.depth);
-      });
-
-  nb::class_<EventCursor>(m, "_EventCursor")
-      .def("__iter__", [](nb::handle self) { return self; })
-      .def("__next__", [](EventCursor& c) {
-        if (c.next >= c.end) throw nb::stop_iteration();
-        return PyEvent{c.trace, c.names, c.next++};
-      });
-
-  nb::class_<PyTrace>(m, "Trace")
+  nb::class_<PyTrace> trace(m, "Trace");
+  bind_events(m, trace);
+  trace
       .def("__len__",
            [](const PyTrace& t) {
              auto s = t.state->current();
@@ -225,57 +170,17 @@ void bind_trace(nb::module_& m) {
              return s->event_count();
            })
       .def(
-          "event", [](const PyTrace& t, size_t i) { return event_tuple(*index_of(*t.state), i); },
-          "i"_a)
-      .def(
-          "event_object",
-          [](const PyTrace& t, size_t i) {
-            auto index = index_of(*t.state);
-            if (i >= index->events.size()) throw nb::index_error("event index out of range");
-            return PyEvent{index, name_cache(index), i};
-          },
-          "i"_a)
-      .def(
-          "iter_events",
-          [](const PyTrace& t, size_t start, size_t stop) {
-            auto index = index_of(*t.state);
-            stop = std::min(stop, index->events.size());
-            return EventCursor{index, name_cache(index), std::min(start, stop), stop};
-          },
-          "start"_a = 0, "stop"_a = SIZE_MAX)
-      .def(
           "symbol",
           [](const PyTrace& t, uint32_t s) {
             auto st = t.state->current();
             if (s >= st->symbols().size()) throw nb::index_error("symbol out of range");
             const Symbol& sym = st->symbols()[s];
-            return nb::make_tuple(py_str(sym.name), py_str(sym.file), sym.line, py_str(sym.function));
+            return nb::make_tuple(py_str(sym.name), py_str(sym.file), sym.line,
+                                  py_str(sym.function));
           },
           "s"_a)
-      .def_prop_ro("symbol_count", [](const PyTrace& t) { return t.state->current()->symbols().size(); })
-      .def(
-          "find",
-          [](const PyTrace& t, nb::handle name) {
-            PyObject* b = PyUnicode_AsEncodedString(name.ptr(), "utf-8", "surrogatepass");  // new
-            if (!b) throw nb::python_error();
-            const std::string wanted(PyBytes_AS_STRING(b), size_t(PyBytes_GET_SIZE(b)));
-            Py_DECREF(b);
-            auto index = index_of(*t.state);
-            nb::gil_scoped_release release;
-            std::vector<size_t> out;
-            std::vector<char> match(index->symbols.size(), 0);
-            bool any = false;
-            for (size_t i = 0; i < index->symbols.size(); ++i) {
-              if (index->symbols[i].name == wanted) any = match[i] = 1;
-            }
-            if (any) {
-              for (size_t i = 0; i < index->events.size(); ++i) {
-                if (match[index->events[i].symbol]) out.push_back(i);
-              }
-            }
-            return out;
-          },
-          "name"_a, "Indices of the events with this exact name.")
+      .def_prop_ro("symbol_count",
+                   [](const PyTrace& t) { return t.state->current()->symbols().size(); })
       .def(
           "detail",
           [](const PyTrace& t, size_t i) -> nb::object {
@@ -305,14 +210,15 @@ void bind_trace(nb::module_& m) {
             return nb::make_tuple(d.handle, d.seq_nr, d.flops, inputs);
           },
           "i"_a)
-      .def_prop_ro("threads",
-                   [](const PyTrace& t) {
-                     nb::list out;
-                     for (const ThreadInfo& th : t.state->current()->threads()) {
-                       out.append(nb::make_tuple(th.pid, th.os_tid, th.pthread_id, py_str(th.name)));
-                     }
-                     return out;
-                   })
+      .def_prop_ro(
+          "threads",
+          [](const PyTrace& t) {
+            nb::list out;
+            for (const ThreadInfo& th : t.state->current()->threads()) {
+              out.append(nb::make_tuple(th.pid, th.os_tid, th.pthread_id, py_str(th.name)));
+            }
+            return out;
+          })
       .def("stats",
            [](const PyTrace& t) {
              auto st = t.state->current();
@@ -380,10 +286,16 @@ void bind_trace(nb::module_& m) {
            })
       .def_static(
           "deserialize",
-          [](nb::bytes data) {
+          [](nb::handle data) {
+            if (!PyBytes_Check(data.ptr())) {  // a clear TypeError, not a signature dump
+              PyErr_Format(PyExc_TypeError, "Trace.deserialize: data must be bytes, not %.100s",
+                           Py_TYPE(data.ptr())->tp_name);
+              throw nb::python_error();
+            }
             PyTrace t;
-            t.state->stored = std::make_shared<const StoredTrace>(StoredTrace::deserialize(
-                std::string_view(static_cast<const char*>(data.data()), data.size())));
+            const std::string_view bytes(PyBytes_AS_STRING(data.ptr()),
+                                         size_t(PyBytes_GET_SIZE(data.ptr())));
+            t.state->stored = std::make_shared<const StoredTrace>(StoredTrace::deserialize(bytes));
             t.state->backend = "deserialized";
             return t;
           },
@@ -402,11 +314,15 @@ void bind_trace(nb::module_& m) {
             t.state->stored =
                 std::make_shared<const StoredTrace>(t.state->stored->merged(*theirs, offset_ns));
             t.state->index.reset();
+            t.state->durations.reset();
           },
           "other"_a, "offset_ns"_a = 0)
-      .def_prop_ro("warnings", [](const PyTrace& t) { return py_strs(t.state->current()->warnings()); })
-      .def_prop_ro("dropped_events", [](const PyTrace& t) { return t.state->current()->dropped_events(); })
-      .def_prop_ro("recorded_events", [](const PyTrace& t) { return t.state->current()->recorded_events(); })
+      .def_prop_ro("warnings",
+                   [](const PyTrace& t) { return py_strs(t.state->current()->warnings()); })
+      .def_prop_ro("dropped_events",
+                   [](const PyTrace& t) { return t.state->current()->dropped_events(); })
+      .def_prop_ro("recorded_events",
+                   [](const PyTrace& t) { return t.state->current()->recorded_events(); })
       .def_prop_ro("slot_bytes", [](const PyTrace& t) { return t.state->current()->slot_bytes(); })
       .def_prop_ro("start_ns", [](const PyTrace& t) { return t.state->current()->start_ns(); })
       .def_prop_ro("stop_ns", [](const PyTrace& t) { return t.state->current()->stop_ns(); })

@@ -1,6 +1,9 @@
 // cpp/python/module.cpp: framescope._core, the extension module.
 #include <nanobind/nanobind.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "tracer_api.h"
 
 namespace nb = nanobind;
@@ -9,18 +12,30 @@ namespace framescope::py {
 void bind_session(nb::module_& m);
 void bind_session_control(nb::module_& m);  // session_control.cpp
 void bind_trace(nb::module_& m);
+void bind_trace_processes(nb::module_& m);  // bindings_processes.cpp
 bool bench_hooks_init(PyObject* module);  // bench_hooks.cpp (benchmarks)
 bool torch_ops_init(PyObject* module);    // torch_ops.cpp (profile(torch_ops=True))
+bool term_signal_init(PyObject* module);  // term_signal.cpp (framescope.follow)
 }  // namespace framescope::py
 
 NB_MODULE(_core, m) {
   m.doc() = "framescope's C++ core: sessions, ranges, the frame hook and the eval_frame API.";
+  m.attr("__version__") = FRAMESCOPE_VERSION;  // from src/framescope/_version.py (CMake)
+  // nanobind reports, at the very end of interpreter shutdown, every Trace object still alive.
+  // Objects are legitimately alive then when something the interpreter never tears down holds
+  // them: a daemon thread's frame (its module globals), torch's static state. Those reports say
+  // nothing about framescope and end users cannot act on them, so they are off unless asked for
+  // (FRAMESCOPE_NB_LEAK_WARNINGS=1, which the tests set to check that framescope itself leaks
+  // nothing at exit).
+  const char* leak_warnings = std::getenv("FRAMESCOPE_NB_LEAK_WARNINGS");
+  nb::set_leak_warnings(leak_warnings && std::strcmp(leak_warnings, "1") == 0);
   framescope::py::bind_trace(m);
+  framescope::py::bind_trace_processes(m);
   framescope::py::bind_session(m);
   framescope::py::bind_session_control(m);
   if (!framescope::py::record_function_init(m.ptr()) || !framescope::py::c_api_init(m.ptr()) ||
       !framescope::py::eval_frame_api_init(m.ptr()) || !framescope::py::bench_hooks_init(m.ptr()) ||
-      !framescope::py::torch_ops_init(m.ptr())) {
+      !framescope::py::torch_ops_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr())) {
     throw nb::python_error();
   }
 }

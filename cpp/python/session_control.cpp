@@ -65,7 +65,7 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
                    const std::string& backend, bool c_calls,
                    const std::vector<std::string>& prune_prefixes, nb::handle native_ids,
                    size_t memory_limit, bool keep_newest, bool propagated_only, bool torch_ops,
-                   const std::string& skip_frames_prefix) {
+                   const std::string& skip_frames_prefix, const std::string& stream_to) {
   SessionConfig config;
   config.record_shapes = record_shapes;
   config.profile_memory = profile_memory;
@@ -73,6 +73,7 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
   config.memory_limit_bytes = memory_limit;
   config.on_limit = keep_newest ? LimitPolicy::kKeepNewest : LimitPolicy::kStopRecording;
   config.threads = propagated_only ? ThreadScope::kPropagated : ThreadScope::kAllThreads;
+  config.stream_path = stream_to;
   TracerOptions options;
   options.backend = parse_backend(backend);
   options.c_calls = c_calls;
@@ -212,6 +213,9 @@ PyObject* profile_stop(PyObject*, PyObject* profile) {
   } catch (const std::bad_alloc&) {
     PyErr_NoMemory();
     return nullptr;
+  } catch (const OutputError& e) {  // a streamed session's file could not be completed
+    set_output_error(e);
+    return nullptr;
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
@@ -301,7 +305,7 @@ void bind_session_control(nb::module_& m) {
   m.def("_start", &start_session, "owner"_a, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
         "backend"_a, "c_calls"_a, "prune_prefixes"_a, "native_ids"_a.none(), "memory_limit"_a,
         "keep_newest"_a, "propagated_only"_a = false, "torch_ops"_a = false,
-        "skip_frames_prefix"_a = "");
+        "skip_frames_prefix"_a = "", "stream_to"_a = "");
   m.def("_stop", &stop_session, "owner"_a, "keep"_a = true);
   m.def(
       "_session_owner", [] { return g_owner ? nb::borrow(g_owner) : nb::none(); },

@@ -5,7 +5,11 @@
 #include <mutex>
 #include <string>
 
+#include <nanobind/nanobind.h>
+
 #include "framescope/stored_trace.h"
+
+namespace nb = nanobind;
 
 namespace framescope::py {
 
@@ -17,7 +21,9 @@ struct TraceState {
   std::mutex mutex;  // guards `stored` and `index`
   std::shared_ptr<const StoredTrace> stored;
   std::shared_ptr<const Trace> index;  // materialized on first random access, dropped by merge
-  std::mutex index_build;              // one thread builds the index at a time
+  // Every event's duration by index (bindings_events.cpp): built by the first iteration.
+  std::shared_ptr<const std::vector<int64_t>> durations;
+  std::mutex index_build;  // one thread builds the index (or the durations) at a time
   std::string backend;
 
   std::shared_ptr<const StoredTrace> current() {
@@ -26,8 +32,21 @@ struct TraceState {
   }
 };
 
+struct EventContext;  // bindings_events.cpp
+
 struct PyTrace {
   std::shared_ptr<TraceState> state = std::make_shared<TraceState>();
+  /// Names as str objects and the trace they belong to, shared by Events (GIL only).
+  std::shared_ptr<EventContext> events_context;
 };
+
+/// `s` as a str, invalid UTF-8 replaced by U+FFFD (names may hold anything).
+nb::str py_str(const std::string& s);
+/// Sets OSError(errno, message, path) for `e` (OSError(message) when it has no errno).
+void set_output_error(const OutputError& e);
+/// The materialized index of the current trace (random access), built once per trace state.
+std::shared_ptr<const Trace> index_of(TraceState& st);
+/// Adds the event methods (iter_events, find, children, random access) and the Event class.
+void bind_events(nb::module_& m, nb::class_<PyTrace>& trace);
 
 }  // namespace framescope::py

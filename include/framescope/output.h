@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -50,6 +51,20 @@ class StringSink final : public OutputSink {
 /// level 1: fast). Throws OutputError (with errno and path) when the temporary file cannot be
 /// created, and std::invalid_argument when `path` holds a NUL byte.
 std::unique_ptr<OutputSink> open_file_output(const std::string& path, bool gzip = false);
+
+/// An atomic file output (as open_file_output without gzip) that can also overwrite bytes it
+/// already wrote: a streamed trace completes its header at stop. Not thread-safe.
+class SeekableOutput : public OutputSink {
+ public:
+  /// Overwrites `size` bytes at `offset`, which must lie within what was written. Throws
+  /// OutputError.
+  virtual void write_at(uint64_t offset, const char* data, size_t size) = 0;
+  /// Bytes written so far (the end of the file).
+  virtual uint64_t size() const noexcept = 0;
+};
+
+/// Opens `path` like open_file_output(path, false), for writing in place later as well.
+std::unique_ptr<SeekableOutput> open_seekable_file_output(const std::string& path);
 
 /// True when `path` ends with ".gz".
 bool is_gzip_path(std::string_view path) noexcept;

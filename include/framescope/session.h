@@ -41,6 +41,13 @@ struct SessionConfig {
   size_t memory_limit_bytes = size_t(1) << 30;  ///< across all threads; >= one chunk per thread
   size_t prefault_bytes = size_t(8) << 20;      ///< chunks faulted in at start, then reused
   bool start_stop_marks = true;                 ///< record "__start_profile"/"__stop_profile" marks
+  /// Streaming capture: when set, full event chunks are written to this .fstrace file by a
+  /// background thread while the session runs (a temporary next to it until the stop, which
+  /// renames it into place), so the session's memory stays flat however long it runs.
+  /// `memory_limit_bytes` then bounds the chunks in memory, and a thread that reaches it waits
+  /// for the writer instead of dropping events. Not with LimitPolicy::kKeepNewest.
+  /// enable_profiler() throws OutputError when the file cannot be created.
+  std::string stream_path;
 };
 
 /// Per-thread raw events of a stopped session, before replay. Opaque; move-only.
@@ -58,8 +65,10 @@ void enable_profiler(const SessionConfig& config = {});
 bool profiler_enabled() noexcept;
 /// The active session's config; throws SessionError when none is active.
 SessionConfig profiler_config();
-/// Stops the session and collects every thread's events (threads that exited included).
-/// Throws SessionError when no session is enabled. Thread-safe.
+/// Stops the session and collects every thread's events (threads that exited included); a
+/// streamed session's writer has written everything queued when it returns (the file is
+/// completed by StoredTrace::from_raw or replay). Throws SessionError when no session is
+/// enabled. Thread-safe.
 RawTracePtr disable_profiler();
 
 /// Records an instant event (a mark) on the calling thread; no-op without a session.

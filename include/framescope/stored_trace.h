@@ -47,8 +47,9 @@ class StoredTrace final : public TraceSource {
 
   /// Takes the events of a stopped session (consumes `raw`), resolving keys with `resolver`
   /// (only during this call). Threads whose OS id is in `thread_names` get that name.
-  static StoredTrace from_raw(RawTrace&& raw, const KeyResolver& resolver = {},
-                              const std::vector<std::pair<uint64_t, std::string>>& thread_names = {});
+  static StoredTrace from_raw(
+      RawTrace&& raw, const KeyResolver& resolver = {},
+      const std::vector<std::pair<uint64_t, std::string>>& thread_names = {});
 
   /// Reads a .fstrace (serialize() output, a saved or streamed file). With `owner`, the slots
   /// are read in place (zero copy; `owner` keeps `bytes` alive and `bytes.data()` must be
@@ -66,8 +67,18 @@ class StoredTrace final : public TraceSource {
   std::string serialize() const;
 
   /// A new trace with the parts of `other` appended after this one's, its times shifted by
-  /// `offset_ns` (threads keep their pids; symbols are re-interned).
-  StoredTrace merged(const StoredTrace& other, int64_t offset_ns = 0) const;
+  /// `offset_ns` (symbols are re-interned). Threads keep their pids, unless `separate_pids`:
+  /// then every pid of `other` that this trace already has (another host's process, a reused
+  /// pid) becomes a fresh one, above every pid of both, in its threads and its process entry.
+  /// Process entries are united; for a pid both have, this trace's entry is kept.
+  StoredTrace merged(const StoredTrace& other, int64_t offset_ns = 0,
+                     bool separate_pids = false) const;
+
+  /// The processes this trace names, at most one entry per pid (framescope.processes fills
+  /// them: names, labels, rank and clock metadata). Saved in the .fstrace.
+  const std::vector<ProcessInfo>& processes() const noexcept { return processes_; }
+  /// A copy of this trace whose entry for `info.pid` is `info` (added, or replacing the old).
+  StoredTrace with_process(ProcessInfo info) const;
 
   // ---- TraceSource ----
   /// Counted by one replay the first time it is asked (then cached). Thread-safe.
@@ -109,11 +120,32 @@ class StoredTrace final : public TraceSource {
   std::vector<ThreadInfo> threads_;
   std::vector<EventDetail> details_;
   std::vector<std::string> warnings_;
+  std::vector<ProcessInfo> processes_;
   int64_t start_ns_ = 0;
   int64_t stop_ns_ = 0;
   uint64_t dropped_ = 0;
   uint64_t recorded_ = 0;
   mutable std::atomic<int64_t> event_count_{-1};
+};
+
+/// A replay of a StoredTrace driven in steps, for pull-style readers (an iterator over events):
+/// each advance() replays the next recorded slots into the visitor, with the calls and order of
+/// StoredTrace::visit. Holds references: `trace` and `visitor` must outlive it. Not thread-safe
+/// (one cursor per reader; any number of cursors may read one trace at once).
+class ReplayCursor {
+ public:
+  ReplayCursor(const StoredTrace& trace, TraceVisitor& visitor);
+  ~ReplayCursor();
+  ReplayCursor(const ReplayCursor&) = delete;
+  ReplayCursor& operator=(const ReplayCursor&) = delete;
+  /// Replays up to about `max_slots` recorded slots (begin_trace on the first call; a thread's
+  /// begin and end cost no slots). Returns false once end_trace has been reported, and from
+  /// then on does nothing. Rethrows what the visitor throws (the cursor is then done).
+  bool advance(uint64_t max_slots);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 /// Per-symbol call counts, inclusive and self time of a replay, sorted by self time

@@ -74,6 +74,18 @@ struct ThreadInfo {
   std::string name;
 };
 
+/// A process of a trace (one per pid): what viewers call its group of thread tracks. Traces of
+/// several processes (children followed by `framescope run`, ranks of a job) carry one each.
+/// Plain value type.
+struct ProcessInfo {
+  int64_t pid = 0;
+  std::string name;                 ///< e.g. "rank 0" or "SpawnPoolWorker-1"; empty: "python <pid>"
+  std::vector<std::string> labels;  ///< shown beside the name (the command line, "rank 1"...)
+  int32_t sort_index = 0;           ///< order of the process groups in viewers (lower first)
+  std::string metadata;             ///< JSON object text kept for framescope.processes (rank,
+                                    ///< host, clock measurements); not interpreted here
+};
+
 /// Aggregate over events of one symbol (summary tables).
 struct SymbolStats {
   uint32_t symbol = 0;
@@ -95,7 +107,8 @@ class Trace {
   int64_t start_ns = 0;  ///< session start (monotonic ns)
   int64_t stop_ns = 0;
   uint64_t dropped_events = 0;
-  uint64_t recorded_events = 0;  ///< events kept (16 bytes each; compact Python calls and returns 8)
+  uint64_t recorded_events =
+      0;  ///< events kept (16 bytes each; compact Python calls and returns 8)
 
   /// Interns a symbol by display name; returns its index.
   uint32_t intern(Symbol s);

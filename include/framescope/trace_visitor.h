@@ -15,6 +15,17 @@
 
 namespace framescope {
 
+/// Bound of every time a replay reports: start and end times lie within +-kMaxReportedTimeNs and
+/// durations within [0, kMaxReportedTimeNs] (-1 for instants), whatever the source holds (a
+/// hand-made Trace, a crafted file), so a visitor may add or subtract any two of them without
+/// overflow. 2^61 ns is 73 years.
+constexpr int64_t kMaxReportedTimeNs = int64_t(1) << 61;
+/// `t` clamped to +-kMaxReportedTimeNs.
+constexpr int64_t clamp_reported_time(int64_t t) noexcept {
+  return t < -kMaxReportedTimeNs ? -kMaxReportedTimeNs
+                                 : (t > kMaxReportedTimeNs ? kMaxReportedTimeNs : t);
+}
+
 /// One event as the replay reports it. `index` numbers events in the order the replay begins
 /// them (threads one after another, events of a thread by start): it equals the event's index in
 /// the materialized Trace::events. Plain value type.
@@ -42,6 +53,9 @@ struct TraceView {
   int64_t stop_ns = 0;
   uint64_t dropped_events = 0;
   uint64_t recorded_events = 0;
+  /// The trace's processes by pid, or null when it names none (a pid without an entry is
+  /// "python <pid>").
+  const std::vector<ProcessInfo>* processes = nullptr;
 };
 
 /// Receives one replay. Calls come in this order: begin_trace; then per thread begin_thread,

@@ -11,6 +11,7 @@ from typing import Any
 
 from framescope._core import is_enabled, mark, record_function, record_memory
 from framescope import eval_frame
+from framescope._version import __version__ as __version__
 from framescope.events import Event, EventList, MemoryEvent
 from framescope.profiler import label_calls, load, profile
 
@@ -29,7 +30,6 @@ __all__ = [
     "record_function",
     "record_memory",
 ]
-__version__ = "0.1.0"
 
 
 def get_include() -> str:

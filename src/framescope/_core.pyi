@@ -7,6 +7,8 @@ from typing import Any, Callable, TypeVar
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+__version__: str  # framescope's version (src/framescope/_version.py, through CMake)
+
 # --- sessions and ranges
 
 def _start(
@@ -23,17 +25,20 @@ def _start(
     propagated_only: bool = False,
     torch_ops: bool = False,
     skip_frames_prefix: str = "",
+    stream_to: str = "",
 ) -> None:
     """Starts the session for ``owner`` (a profile) and sets ``owner._running = True`` and
     ``owner._trace = None`` in the same call (RuntimeError if a session runs, ValueError for a
-    bad backend). The frames running on every thread become open slices (``native_ids``: thread
-    ident -> OS id); with the frame hook, the caller's innermost frames whose file starts with
-    ``skip_frames_prefix`` (framescope's own) are left out."""
+    bad backend, OSError when the ``stream_to`` file cannot be created). The frames running on
+    every thread become open slices (``native_ids``: thread ident -> OS id); with the frame hook,
+    the caller's innermost frames whose file starts with ``skip_frames_prefix`` (framescope's
+    own) are left out."""
 
 def _stop(owner: object, keep: bool = True) -> bool:
     """Stops the session ``owner`` started; its Trace (None unless ``keep``) goes to
-    ``owner._trace`` and ``owner._running`` becomes False, in the same call. False, changing
-    nothing, when ``owner`` does not own the running session."""
+    ``owner._trace`` and ``owner._running`` becomes False, in the same call (a streamed session:
+    its file is completed and mapped; OSError when streaming failed). False, changing nothing,
+    when ``owner`` does not own the running session."""
 
 def _session_owner() -> object | None:
     """The profile object whose session runs, or None."""
@@ -109,8 +114,8 @@ class Event:
     @property
     def open_at_stop(self) -> bool: ...
 
-class _EventCursor:
-    def __iter__(self) -> _EventCursor: ...
+class _EventIterator:
+    def __iter__(self) -> _EventIterator: ...
     def __next__(self) -> Event: ...
 
 class Trace:
@@ -122,8 +127,18 @@ class Trace:
         """(name, category, thread, start ns, duration ns (-1: instant), parent (-1: none),
         depth, symbol, category id)."""
 
-    def event_object(self, i: int) -> Event: ...
-    def iter_events(self, start: int = 0, stop: int = ...) -> _EventCursor: ...
+    def event_object(self, i: int) -> Event:
+        """Event ``i`` (IndexError past the end), through an index built on first use."""
+
+    def iter_events(self, start: int = 0, stop: int = ...) -> _EventIterator:
+        """Events with index in [start, stop), in index order, read by a replay as they are
+        iterated."""
+
+    def find_events(self, name: str) -> list[Event]:
+        """The events with this exact name, in index order."""
+
+    def children(self, parent: int) -> list[Event]:
+        """The direct children of the event with index ``parent``, in index order."""
     def symbol(self, s: int) -> tuple[str, str, int, str]:
         """(name, file, line, function) of symbol ``s``."""
 
@@ -157,6 +172,18 @@ class Trace:
         """Raises ValueError for data that is not a serialized trace."""
 
     def merge(self, other: Trace, offset_ns: int = 0) -> None: ...
+    # process table and clocks (cpp/python/bindings_processes.cpp; used by framescope.processes,
+    # framescope.merge and framescope.follow)
+    def _processes(self) -> list[tuple[int, str, list[str], int, str]]:
+        """(pid, name, labels, sort index, metadata JSON) per process entry."""
+    def _set_process(self, pid: int, name: str, labels: list[str], sort_index: int,
+                     metadata: str) -> None:
+        """Adds or replaces the entry of ``pid`` (copy-on-write, as merge())."""
+    def _shift_times(self, offset_ns: int) -> None:
+        """Shifts every time by ``offset_ns`` (ValueError when |offset| >= 2**61)."""
+    def _merge_separate_pids(self, other: Trace, offset_ns: int) -> None:
+        """merge() that gives ``other``'s pids and tids that clash with this trace's fresh
+        numbers (traces of other hosts)."""
     @property
     def warnings(self) -> list[str]: ...
     @property
@@ -184,6 +211,11 @@ def _clock_floor_eval_hook(enable: bool) -> None:
     """Installs (or removes) a PEP 523 hook that reads the clock at each call's entry and exit
     and stores two 16-byte events in a small ring: the limit of any tracer that times every call
     (bench/tracer_overhead.py)."""
+
+def _save_on_sigterm(callback: Callable[[], bool], /) -> bool:
+    """On SIGTERM, calls callback() from a thread of framescope's (which records nothing) and
+    ends the process by SIGTERM when it returns true; False when SIGTERM already has a handler
+    (cpp/python/term_signal.cpp, used by framescope.follow)."""
 
 # --- torch ops (cpp/python/torch_ops.cpp; used by framescope.torch_ops)
 

@@ -13,10 +13,16 @@ import signal
 import sys
 import types
 import zipfile
-from typing import NoReturn, Sequence
+from typing import Callable, NoReturn, Sequence, cast
 
-from framescope import __version__, _core
-from framescope.cli_traces import _FORMAT_CHOICES, add_trace_commands, resolve_output, run_trace_command
+from framescope import __version__, _core, clock_sync, follow, processes, ranks
+from framescope.cli_traces import (
+    _FORMAT_CHOICES,
+    add_trace_commands,
+    resolve_output,
+    run_trace_command,
+    stream_file,
+)
 from framescope.profiler import parse_memory_limit, profile
 
 
@@ -40,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Low-overhead profiler for CPython: every Python call, plus native ranges.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"framescope {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = cast("argparse._SubParsersAction[argparse.ArgumentParser]",
+                parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
     run = sub.add_parser(
         "run",
         help="run a script or module under the profiler, write a trace, print a summary",
@@ -65,12 +72,62 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, default=20, help="rows of the summary (0: none)")
     run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
                      help="summary order (default: self time)")
-    run.add_argument("--memory-limit", default="1GiB", type=_memory_limit_arg,
-                     help="event buffer limit, e.g. 512MiB or 1.5GB (default: 1GiB)")
+    run.add_argument("--memory-limit", default=None, type=_memory_limit_arg,
+                     help="event buffer limit, e.g. 512MiB or 1.5GB (default: 1GiB; with "
+                          "--stream 64MiB)")
+    run.add_argument("--stream", action="store_true",
+                     help="write the events to a .fstrace file while the program runs, so "
+                          "memory stays flat: the -o file itself when it is a .fstrace, else a "
+                          "temporary one next to it, converted to -o at the end")
     _add_torch_options(run)
+    _add_process_options(run)
     add_trace_commands(sub)
     _add_report_parser(sub)
+    _add_merge_parser(sub)
     return parser
+
+
+def _add_process_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--no-follow", action="store_true",
+                     help="record this process only, not its Python children (multiprocessing "
+                          "workers, subprocesses of sys.executable)")
+
+
+def _add_merge_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    merge = sub.add_parser(
+        "merge",
+        help="merge saved traces of several processes or ranks into one, on one clock",
+        usage="framescope merge TRACE.fstrace ... [-o job.pftrace]",
+    )
+    merge.add_argument("inputs", nargs="+", metavar="TRACE",
+                       help="saved traces (.fstrace): e.g. the rankN.fstrace of each rank")
+    merge.add_argument("-o", "--output", default=None,
+                       help="the merged trace; its extension picks the format "
+                            "(default: merged.pftrace)")
+    merge.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
+                       help="output format (default: from -o's extension)")
+    merge.add_argument("--limit", type=int, default=0,
+                       help="rows of a summary of the merged trace to print (default: none)")
+
+
+def merge(opts: argparse.Namespace) -> int:
+    from framescope.merge import merge_files
+
+    try:
+        output, name = resolve_output(opts.output or "merged.pftrace", opts.format)
+        prof, placed, warnings = merge_files(list(opts.inputs))
+        prof.export(output, format=name)
+    except (OSError, ValueError) as exc:
+        print(f"framescope merge: {exc}", file=sys.stderr)
+        return 1
+    for part in placed:
+        print(f"framescope merge: {part.describe()}", file=sys.stderr)
+    for warning in warnings:
+        print(warning, file=sys.stderr)
+    if opts.limit > 0:
+        print(prof.summary(limit=opts.limit))
+    print(f"framescope: merged {len(placed)} traces into {output}", file=sys.stderr)
+    return 0
 
 
 def _add_report_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -217,9 +274,11 @@ class _Finisher:
     def __init__(self, prof: profile, opts: argparse.Namespace) -> None:
         self.prof = prof
         self.opts = opts
+        self.after_stop: list[Callable[[], None]] = []  # run once the session stopped
         self.finished = False
         self.interrupts = 0
         self.deferred: int | None = None  # a signal that came while the trace was written
+        self.pid = os.getpid()
 
     def install(self) -> None:
         atexit.register(self.finish)
@@ -263,7 +322,14 @@ class _Finisher:
         if self.finished:
             return
         self.finished = True
+        if os.getpid() != self.pid:
+            # A child the program forked (os.fork) and that exits through python's exit path:
+            # the trace file is the parent's, which must not be overwritten by the child's.
+            _core._stop(self.prof, keep=False)
+            return
         _core._stop(self.prof)  # first: none of the finishing shows in the trace
+        for hook in self.after_stop:
+            hook()
         for name in self._SIGNALS:
             if (signum := getattr(signal, name, None)) is not None:
                 if signal.getsignal(signum) == self._on_signal:
@@ -272,10 +338,17 @@ class _Finisher:
         for warning in self.prof.warnings:
             _say(warning)
         try:
-            self.prof.export(opts.output, format=opts.format)
+            if opts.stream_to != opts.output:  # (a streamed .fstrace is the output already)
+                self.prof.export(opts.output, format=opts.format)
         except (OSError, RuntimeError, ValueError) as e:
             _say(f"framescope: could not write the trace to {opts.output}: {e}")
             return self._end()
+        finally:
+            if opts.stream_to is not None and opts.stream_to != opts.output:
+                try:
+                    os.unlink(opts.stream_to)  # the trace maps it: readable until the exit
+                except OSError:
+                    pass
         if opts.limit > 0:
             _say(self.prof.summary(limit=opts.limit, sort_by=opts.sort))
         _say(f"framescope: trace written to {opts.output} (backend: {self.prof.backend})")
@@ -324,6 +397,42 @@ def _quiet_excepthook(*args: object) -> None:
     """Installed just before the final KeyboardInterrupt leaves main(): already reported."""
 
 
+def _rank_output(opts: argparse.Namespace, output: str, output_format: str,
+                 rank: ranks.RankInfo) -> tuple[str, str]:
+    """A rank's own output file (framescope.ranks.rank_output): ``rankN.fstrace`` by default,
+    for ``framescope merge``."""
+    if opts.output is None and opts.format is None:
+        return ranks.rank_output(None, rank), "fstrace"
+    return ranks.rank_output(output, rank), output_format
+
+
+def _start_following(opts: argparse.Namespace, prof: profile, profile_kwargs: dict[str, object],
+                     rank: ranks.RankInfo | None) -> follow.Follower | None:
+    """Sets up recording of the program's children (unless --no-follow) and, in a rank of a
+    job, the clock sync points (framescope.clock_sync)."""
+    if rank is not None:
+        clock_sync.install_hooks()
+    if opts.no_follow:
+        return None
+    try:
+        return follow.Follower(prof, profile_kwargs)
+    except OSError as exc:
+        print(f"framescope run: not following child processes: {exc}", file=sys.stderr)
+        return None
+
+
+def _after_session(prof: profile, follower: follow.Follower | None) -> None:
+    """Once the session stopped: names this process in its trace and merges the children's."""
+    if prof._trace is None:
+        if follower is not None:
+            follower.close()
+        return
+    processes.session_stopped(prof._trace, prof._clock)
+    if follower is not None:
+        for warning in follower.collect(prof._trace):
+            _say(warning)
+
+
 def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) -> int:
     """Runs the program under a session. The program's exceptions propagate (python reports
     them, and exits as it would); the trace is written at interpreter exit (see _Finisher)."""
@@ -341,14 +450,22 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
     except ValueError as exc:
         print(f"framescope run: error: {exc}", file=sys.stderr)
         return 2
+    rank = ranks.current()
+    if rank is not None:
+        output, output_format = _rank_output(opts, output, output_format, rank)
+        if rank.rank != 0:
+            opts.limit = 0  # one summary per job: rank 0's
     if (problem := _check_output(output)) is not None:
         print(f"framescope run: error: {problem}", file=sys.stderr)
         return 2
     opts.output, opts.format = output, output_format
+    opts.stream_to = stream_file(output, output_format) if opts.stream else None
+    # Followed children get the same options but record in memory: each writes its own file.
+    profile_kwargs = dict(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
+                          memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
+                          record_shapes=opts.record_shapes)
     try:
-        prof = profile(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
-                       memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
-                       record_shapes=opts.record_shapes)
+        prof = profile(**profile_kwargs, stream_to=opts.stream_to)
     except RuntimeError as exc:  # torch_ops without a usable torch
         print(f"framescope run: error: {exc}", file=sys.stderr)
         return 2
@@ -358,9 +475,23 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
     else:
         sys.argv = list(target_argv)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target_argv[0])))
-    script = _load_script(target_argv[0]) if module is None else None
-    _Finisher(prof, opts).install()
-    prof.start()
+    try:
+        script = _load_script(target_argv[0]) if module is None else None
+    except (SyntaxError, OSError, ValueError) as exc:  # as python reports a script it can't run
+        sys.excepthook(type(exc), exc.with_traceback(None), None)
+        return 1
+    finisher = _Finisher(prof, opts)
+    follower = _start_following(opts, prof, profile_kwargs, rank)
+    finisher.after_stop.append(lambda: _after_session(prof, follower))
+    finisher.install()
+    try:
+        prof.start()
+    except OSError as exc:  # the stream's file cannot be created
+        finisher.finished = True  # nothing to write
+        if follower is not None:
+            follower.close()
+        print(f"framescope run: error: {exc}", file=sys.stderr)
+        return 2
     try:
         if module is not None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -392,6 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = parser.parse_args(args)
     if opts.command == "report":
         return report(opts)
+    if opts.command == "merge":
+        return merge(opts)
     return run_trace_command(opts)
 
 

@@ -4,6 +4,7 @@ the output file and format."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from framescope.export import EXTENSIONS, format_for_path, format_name
@@ -28,6 +29,15 @@ def resolve_output(output: str | None, format: str | None) -> tuple[str, str]:
     if output.endswith(".gz") and name in ("pstats", "perfetto", "fstrace", "html"):
         raise ValueError(f"{name} output is binary: it is not gzip-compressed ({output!r})")
     return output, name
+
+
+def stream_file(output: str, format: str) -> str:
+    """Where ``framescope run --stream`` streams the events: ``output`` itself for a .fstrace,
+    else a hidden temporary next to it (converted to ``output`` at the end, then removed)."""
+    if format == "fstrace":
+        return output
+    folder, name = os.path.split(os.path.abspath(output))
+    return os.path.join(folder, f".{name}.{os.getpid()}.stream.fstrace")
 
 
 def add_trace_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -28,7 +28,9 @@ class MemoryEvent:
 
 class EventList(Sequence[Event]):
     """A sequence view over a trace's events; an Event (a small C++ object) is built only when it
-    is read. Random access uses an index of the trace built on first use (48 bytes per event)."""
+    is read. Iterating, slicing, ``named()`` and ``children()`` replay the trace as they go (the
+    first iteration also keeps every event's duration: 8 bytes per event); indexing one event
+    (``events[i]``) uses an index of the trace built on first use (48 bytes per event)."""
 
     def __init__(self, trace: Trace) -> None:
         self._trace = trace
@@ -57,15 +59,9 @@ class EventList(Sequence[Event]):
         return self._trace.iter_events()
 
     def named(self, name: str) -> list[Event]:
-        """Events whose name is exactly ``name`` (searched in C++)."""
-        return [self[i] for i in self._trace.find(name)]
+        """Events whose name is exactly ``name``, in index order (one replay, in C++)."""
+        return self._trace.find_events(name)
 
     def children(self, parent: Event) -> list[Event]:
-        """Direct children of ``parent`` (events are ordered, so this scans only its span)."""
-        out: list[Event] = []
-        for e in self._trace.iter_events(parent.index + 1):
-            if e.thread != parent.thread or e.start_ns > parent.end_ns:
-                break
-            if e.parent == parent.index:
-                out.append(e)
-        return out
+        """Direct children of ``parent``, in index order (a replay up to the parent's end)."""
+        return self._trace.children(parent.index)

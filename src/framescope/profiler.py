@@ -10,7 +10,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from framescope import _core
+from framescope import _core, processes, ranks
 from framescope.events import EventList, MemoryEvent
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
@@ -176,8 +176,16 @@ class profile:
             when another tool's PEP 523 hook is installed at start, with a warning),
             ``"frame_hook"`` (chains to such a hook), ``"fallback"``, ``"sys.monitoring"``
             (3.12+) or ``"setprofile"`` (3.10/3.11).
-        memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``).
+        memory_limit: bytes of event buffers (int, or a string such as ``"512MiB"``); default
+            1 GiB, or 64 MiB with ``stream_to``.
         on_limit: ``"stop"`` keeps the oldest events, ``"keep_newest"`` is a flight recorder.
+        stream_to: streaming capture: full event buffers are written to this ``.fstrace`` file
+            by a background thread while the session runs, so memory stays flat however long
+            it runs (``memory_limit`` then bounds the buffers waiting to be written; a thread
+            that reaches it waits for the writer instead of dropping events). The file is
+            created at ``start()`` (a temporary next to it, renamed at ``stop()``), and after
+            ``stop()`` the trace reads from it. Range details, mark names and memory samples
+            stay in memory until the stop. Not with ``on_limit="keep_newest"``.
         torch_ops: also record torch's operators (``aten::...``), autograd nodes and
             ``torch.profiler.record_function`` ranges through torch's RecordFunction
             observers, with input shapes when ``record_shapes``; RuntimeError when torch is
@@ -193,12 +201,18 @@ class profile:
         with_stack: bool = True,
         c_calls: bool = False,
         backend: Backend = "auto",
-        memory_limit: int | str = "1GiB",
+        memory_limit: int | str | None = None,
         on_limit: Literal["stop", "keep_newest"] = "stop",
         torch_ops: bool = False,
+        stream_to: str | os.PathLike[str] | None = None,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
+        self._stream_to = _fspath(stream_to) if stream_to is not None else ""
+        if self._stream_to and on_limit == "keep_newest":
+            raise ValueError("stream_to keeps every event: on_limit='keep_newest' does not apply")
+        if memory_limit is None:
+            memory_limit = "64MiB" if self._stream_to else "1GiB"
         if c_calls and not with_stack:
             raise ValueError("c_calls=True needs with_stack=True")
         self.record_shapes = record_shapes
@@ -218,6 +232,7 @@ class profile:
             _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
         self._trace: _core.Trace | None = None
         self._running = False
+        self._clock: processes.SessionClock | None = None
 
     # -- session -------------------------------------------------------------------------------
     # start, stop, __enter__ and __exit__ are C functions (framescope._core), so that a
@@ -261,6 +276,7 @@ class profile:
             self._backend, why = _resolve_backend(self._requested_backend)
             if why:
                 self._start_warnings.append(why)
+        self._clock = processes.session_starting()
         return {
             "record_shapes": self.record_shapes,
             "profile_memory": self.profile_memory,
@@ -274,9 +290,12 @@ class profile:
             "memory_limit": self._memory_limit,
             "keep_newest": self._keep_newest,
             "torch_ops": self.torch_ops,  # attached in __init__; enabled with the session
+            "stream_to": self._stream_to,
         }
 
     def _after_stop(self) -> None:
+        if self._trace is not None:  # names this process in its trace (framescope.processes)
+            processes.session_stopped(self._trace, self._clock)
         for warning in self.warnings:
             try:
                 print(warning, file=sys.stderr)
@@ -325,6 +344,8 @@ class profile:
         ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
         (framescope's own, as ``save()``), ``.html`` (the report page: a flame graph per thread
         and a summary table, framescope.report); ``.gz`` after a text format compresses it.
+        ``{rank}`` in the path becomes the rank of a multi-process job (framescope.ranks; 0
+        outside a launcher).
 
         The file is replaced atomically (a failed write leaves an older one intact). Exports
         longer than about a second show progress on stderr when it is a terminal.
@@ -335,13 +356,14 @@ class profile:
         """
         from framescope.export import export_trace
 
-        export_trace(self.trace, path, format)
+        export_trace(self.trace, ranks.expand_rank(path), format)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Writes the trace in framescope's own form (``.fstrace``: the ``serialize()`` bytes),
         which ``framescope.load(path)`` reads back and ``framescope convert`` turns into any
-        format."""
-        self.trace.save(_fspath(path))
+        format (``framescope merge`` combines the traces of several ranks: ``{rank}`` in the path
+        becomes this process's rank)."""
+        self.trace.save(_fspath(ranks.expand_rank(path)))
 
     def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
         """Writes a self-contained HTML report: a flame graph per thread and a summary table
@@ -359,6 +381,9 @@ class profile:
     def summary(self, limit: int = 20, sort_by: Literal["self", "total", "calls"] = "self") -> str:
         """A table of the top functions and ranges by self time, total time or call count."""
         from framescope.analysis import summary_table
+
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
 
         return summary_table(self.trace, limit=limit, sort_by=sort_by)
 

@@ -101,9 +101,10 @@ class ReportData:
 # ---- inputs --------------------------------------------------------------------------------
 
 
-def _thread_label(name: str, os_tid: int, pid: int, pids: int) -> str:
+def _thread_label(name: str, os_tid: int, pid: int, pids: int, process: str = "") -> str:
     label = name or f"thread {os_tid}"
-    label += f" (tid {os_tid}" + (f", pid {pid})" if pids > 1 else ")")
+    where = f"{process}, pid {pid}" if process else f"pid {pid}"
+    label += f" (tid {os_tid}" + (f", {where})" if pids > 1 else ")")
     return label
 
 
@@ -112,6 +113,7 @@ def from_trace(trace: Trace, title: str = "framescope report") -> ReportData:
     names = _Names()
     infos = trace.threads
     pids = len({t[0] for t in infos})
+    process_names = {p[0]: p[1] for p in trace._processes()}  # followed children, ranks
     trees: dict[int, ThreadTree] = {}
     n = len(trace)
     node_of = array("l", [0]) * n
@@ -132,7 +134,8 @@ def from_trace(trace: Trace, title: str = "framescope report") -> ReportData:
         tree = trees.get(thread)
         if tree is None:
             pid, os_tid, _pthread, tname = infos[thread]
-            tree = trees[thread] = ThreadTree(_thread_label(tname, os_tid, pid, pids))
+            tree = trees[thread] = ThreadTree(
+                _thread_label(tname, os_tid, pid, pids, process_names.get(pid, "")))
         key = (symbol, cat)
         nid = symbol_name.get(key)
         if nid is None:
@@ -208,6 +211,7 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
         raise ValueError("not a Chrome trace: no traceEvents list")
     names = _Names()
     thread_names: dict[tuple[Any, Any], str] = {}
+    process_names: dict[Any, str] = {}
     spans: dict[tuple[Any, Any], list[Span]] = {}
     open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     lo, hi, count = None, None, 0
@@ -219,6 +223,9 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
         key = (e.get("pid"), e.get("tid"))
         if ph == "M" and e.get("name") == "thread_name":
             thread_names[key] = str((e.get("args") or {}).get("name", ""))
+            continue
+        if ph == "M" and e.get("name") == "process_name":
+            process_names[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
             continue
         if ph not in ("X", "B", "E") or "ts" not in e:
             continue
@@ -247,7 +254,8 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
         raise ValueError("the Chrome trace has no complete (X or B/E) events")
     pids = len({k[0] for k in spans})
     threads = [
-        (_thread_label(thread_names.get(k, ""), _as_int(k[1]), _as_int(k[0]), pids), v)
+        (_thread_label(thread_names.get(k, ""), _as_int(k[1]), _as_int(k[0]), pids,
+                       process_names.get(k[0], "")), v)
         for k, v in sorted(spans.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1])))
     ]
     trees, stats = _spans_to_trees(threads, names)

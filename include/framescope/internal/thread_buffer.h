@@ -51,6 +51,7 @@ struct MemoryRecord {
 };
 
 class Session;
+class StreamWriter;
 
 /// Events of one thread in one session. The owning thread appends without locks: it writes the
 /// event, then publishes the new count with a release store, so a reader (the session at stop)
@@ -132,6 +133,10 @@ class ThreadBuffer {
   /// all chunks the owner cannot still be writing to go back to the pool (all of them when the
   /// caller is the owner).
   void detach(bool owner_is_caller) noexcept;
+  /// The owning thread is exiting: in a streamed session its chunks go to the stream now rather
+  /// than wait for the stop (a pool that churns threads would otherwise hold a chunk per dead
+  /// thread). Owner only.
+  void owner_exiting() noexcept;
 
   // ---- fork (session.cpp's pthread_atfork handlers) ----
   /// Takes / releases mutex_ around fork(), so that no other thread is inside it when the
@@ -181,6 +186,9 @@ class ThreadBuffer {
     write_slot(0, first);
     pending_pair_ = cursor_ - 1;
   }
+  // Streaming capture: hands every chunk to `stream` with the side records that only they
+  // reference (those below `keep`), leaving the buffer without a chunk (under mutex_, owner).
+  void stream_chunks_locked(StreamWriter& stream, const SideRecordMarks& keep) noexcept;
   // The first side records that events from `first_word` (the first event of a new chunk) on
   // may reference (under mutex_).
   SideRecordMarks side_marks_from(uint64_t first_word) const noexcept;
