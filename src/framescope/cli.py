@@ -400,8 +400,14 @@ class _Finisher:
         for warning in self.prof.warnings:
             _say(warning)
         try:
-            if opts.stream_to != opts.output:  # (a streamed .fstrace is the output already)
+            if opts.stream_to != opts.output:
                 self.prof.export(opts.output, format=opts.format)
+            else:
+                # The streamed .fstrace is the output, but it was completed at stop: what came
+                # after (this process's description, its followed children's traces) is only in
+                # the trace in memory. Written again in full (atomically; the trace keeps mapping
+                # the streamed file) so that none of it is lost.
+                self.prof.save(opts.output)
         except (OSError, RuntimeError, ValueError) as e:
             _say(f"framescope: could not write the trace to {opts.output}: {e}")
             return self._end()
