@@ -512,10 +512,9 @@ def _start_following(opts: argparse.Namespace, prof: profile, profile_kwargs: di
         return None
 
 
-def _after_session(prof: profile, follower: follow.Follower | None,
-                   opts: argparse.Namespace) -> None:
-    """Once the session stopped: names this process in its trace and merges the children's.
-    A session streamed to the output itself wrote it at the stop: it is completed with them."""
+def _after_session(prof: profile, follower: follow.Follower | None) -> None:
+    """Once the session stopped: names this process in its trace and merges the children's (a
+    session streamed to the output itself is written again in full by the finisher, with them)."""
     if prof._trace is None:
         if follower is not None:
             follower.close()
@@ -524,11 +523,6 @@ def _after_session(prof: profile, follower: follow.Follower | None,
     if follower is not None:
         for warning in follower.collect(prof._trace):
             _say(warning)
-    if opts.stream_to is not None and opts.stream_to == opts.output and \
-            (ranks.current() is not None or len(processes.read(prof._trace)) > 1):
-        problem = processes.complete_stream(prof._trace, opts.output)
-        if problem is not None:
-            _say(problem)
 
 
 def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) -> int:
@@ -573,7 +567,7 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
                           include_files=opts.include_files, exclude_files=opts.exclude_files,
                           max_depth=opts.max_depth, min_duration_ns=opts.min_duration)
     try:
-        prof = profile(**profile_kwargs, on_limit=on_limit,  # type: ignore[arg-type]
+        prof = profile(**profile_kwargs, on_limit=on_limit,
                        stream_to=opts.stream_to)
     except (RuntimeError, TypeError, ValueError) as exc:  # torch_ops without torch, bad options
         print(f"framescope run: error: {exc}", file=sys.stderr)
@@ -608,7 +602,7 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
         recorder.install()  # before the session: signal.signal is Python code
     finisher = _Finisher(prof, opts)
     follower = _start_following(opts, prof, profile_kwargs, rank)
-    finisher.after_stop.append(lambda: _after_session(prof, follower, opts))
+    finisher.after_stop.append(lambda: _after_session(prof, follower))
     finisher.install()
     try:
         prof.start()
