@@ -253,3 +253,34 @@ def test_threads_that_record_nothing_survive_save_load_and_streaming(tmp_path):
         assert len(loaded.trace.threads) == n
         assert [(e.name, e.thread) for e in loaded.events()] == [
             (e.name, e.thread) for e in p.events()]
+
+
+def test_cli_run_stream_to_fstrace_keeps_children_and_the_process_description(tmp_path):
+    # The streamed .fstrace is the output itself: the followed child's trace and this process's
+    # name, merged after the stream was completed at stop, must be in the file too.
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import subprocess, sys\n"
+        "def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+        "subprocess.run([sys.executable, '-c',\n"
+        "    'def g(n): return n if n < 2 else g(n - 1) + g(n - 2)\\ng(10)'], check=True)\n"
+        "fib(12)\n")
+    out = subprocess.run([sys.executable, "-m", "framescope", "run", "--stream", "-o",
+                          str(tmp_path / "t.fstrace"), "--limit", "0", str(script)],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    prof = framescope.load(str(tmp_path / "t.fstrace"))
+    assert sum(1 for e in prof.events() if e.name.endswith(": fib")) == fib_calls(12)
+    assert sum(1 for e in prof.events() if e.name.endswith(": g")) == fib_calls(10)
+    pids = {t[0] for t in prof.trace.threads}
+    assert len(pids) == 2
+    names = {pid: name for pid, name, *_ in prof.trace._processes()}
+    assert set(names) == pids
+    assert any("prog.py" in name for name in names.values()), names
+    # the file converts to Perfetto with both processes' events
+    pf = tmp_path / "t.pftrace"
+    subprocess.run([sys.executable, "-m", "framescope", "convert", str(tmp_path / "t.fstrace"),
+                    str(pf)], check=True, capture_output=True, timeout=120)
+    trace = perfetto_reader.read(str(pf))
+    assert sum(1 for s in trace.slices if s.name.endswith(": g")) == fib_calls(10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.py", "t.fstrace", "t.pftrace"]

@@ -172,6 +172,9 @@ template <bool kMemory>
 FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* frame,
                                                     int throwflag, HookThread& h,
                                                     internal::ThreadBuffer* buffer) {
+  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+    return chain(ts, frame, throwflag);  // never runs: not a call of the trace
+  }
   PyCodeObject* code = frame_code(frame);
   const uint64_t ticks = now_ticks();
   const uint64_t compact = fast_compact_call(code);
@@ -207,6 +210,10 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);
   if (FRAMESCOPE_UNLIKELY(h.depth == 0)) {
     return traced_eval_outermost<kMemory>(ts, frame, throwflag, h, buffer);
+  }
+  // A frame that fails the recursion check never runs: not a call of the trace.
+  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+    return chain(ts, frame, throwflag);
   }
 #if FS_PY312
   if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {

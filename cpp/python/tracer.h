@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct TracerState {
   bool hook_records_exits = false;   ///< the hook records exit events (false after a switch)
   uint64_t epoch = 0;                ///< session epoch codes are registered for
   TracerBackend backend = TracerBackend::kNone;
+  /// 3.10: thread recursion depth from which the hook asks whether a frame fails the recursion
+  /// check (frame_start_fails_recursion_check): half the limit at the session's start.
+  int recursion_check_depth = INT_MAX;
 };
 extern TracerState g_tracer;
 

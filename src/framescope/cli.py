@@ -403,8 +403,14 @@ class _Finisher:
         for warning in self.prof.warnings:
             _say(warning)
         try:
-            if opts.stream_to != opts.output:  # (a streamed .fstrace is the output already)
+            if opts.stream_to != opts.output:
                 self.prof.export(opts.output, format=opts.format)
+            else:
+                # The streamed .fstrace is the output, but it was completed at stop: what came
+                # after (this process's description, its followed children's traces) is only in
+                # the trace in memory. Written again in full (atomically; the trace keeps mapping
+                # the streamed file) so that none of it is lost.
+                self.prof.save(opts.output)
         except (OSError, RuntimeError, ValueError) as e:
             _say(f"framescope: could not write the trace to {opts.output}: {e}")
             return self._end()
@@ -514,7 +520,8 @@ def _start_following(opts: argparse.Namespace, prof: profile, profile_kwargs: di
 
 
 def _after_session(prof: profile, follower: follow.Follower | None) -> None:
-    """Once the session stopped: names this process in its trace and merges the children's."""
+    """Once the session stopped: names this process in its trace and merges the children's (a
+    session streamed to the output itself is written again in full by the finisher, with them)."""
     if prof._trace is None:
         if follower is not None:
             follower.close()

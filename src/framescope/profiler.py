@@ -297,7 +297,8 @@ class profile:
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
-        self._stream_to = _fspath(stream_to) if stream_to is not None else ""
+        # ``{rank}`` as in save() and export(): each rank of a job streams to its own file.
+        self._stream_to = _fspath(ranks.expand_rank(stream_to)) if stream_to is not None else ""
         if self._stream_to and on_limit == "keep_newest":
             raise ValueError("stream_to keeps every event: on_limit='keep_newest' does not apply")
         if memory_limit is None:
@@ -339,6 +340,7 @@ class profile:
         self._filtered: tuple[_core.Trace, _core.Trace] | None = None  # (recorded, as read)
         self._running = False
         self._clock: processes.SessionClock | None = None
+        self._started_pid = 0
 
     # -- session -------------------------------------------------------------------------------
     # start, stop, __enter__ and __exit__ are C functions (framescope._core), so that a
@@ -383,6 +385,7 @@ class profile:
             if why:
                 self._start_warnings.append(why)
         self._clock = processes.session_starting()
+        self._started_pid = os.getpid()
         return {
             "record_shapes": self.record_shapes,
             "profile_memory": self.profile_memory,
@@ -407,6 +410,12 @@ class profile:
     def _after_stop(self) -> None:
         if self._trace is not None:  # names this process in its trace (framescope.processes)
             processes.session_stopped(self._trace, self._clock)
+            if self._stream_to and ranks.current() is not None and \
+                    self._started_pid == os.getpid():  # (not in a fork: the file is the parent's)
+                # A rank's streamed file needs its rank and clock data for framescope merge.
+                problem = processes.complete_stream(self._trace, self._stream_to)
+                if problem is not None:
+                    self._start_warnings.append(problem)
         for warning in self.warnings:
             try:
                 print(warning, file=sys.stderr)
