@@ -199,3 +199,42 @@ def test_streamed_session_keeps_allocations_and_cpu_times(tmp_path: Path, backen
 def test_stream_and_flight_recorder_are_refused_together(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="keep_newest"):
         framescope.profile(stream_to=tmp_path / "x.fstrace", on_limit="keep_newest")
+
+
+def test_cli_sort_memory_records_memory_and_saved_summaries(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "prog.py").write_text(
+        "def one_mb():\n    return bytearray(1 << 20)\n\n"
+        "def main():\n    return [one_mb() for _ in range(3)]\n\nmain()\n")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "framescope", *args], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=120)
+
+    # --sort memory turns profile_memory on (it used to fail at exit: no memory samples)
+    out = cli("run", "-o", "t.fstrace", "--sort", "memory", "--limit", "3", "prog.py")
+    assert out.returncode == 0, out.stderr
+    # (framescope run prints its summary to stderr: stdout is the program's)
+    assert "self alloc" in out.stderr and "one_mb" in out.stderr.splitlines()[3], out.stderr
+    summary = cli("summary", "t.fstrace", "--sort", "memory", "--by-thread", "--limit", "2")
+    assert summary.returncode == 0 and "one_mb" in summary.stdout, summary.stderr
+    # a trace without CPU times: one clear line, no traceback
+    out = cli("run", "-o", "n.fstrace", "--no-cpu-time", "--limit", "0", "prog.py")
+    assert out.returncode == 0, out.stderr
+    no_cpu = cli("summary", "n.fstrace", "--sort", "on_cpu")
+    assert no_cpu.returncode == 1 and "Traceback" not in no_cpu.stderr
+    assert "CPU" in no_cpu.stderr
+    bad = cli("run", "--no-cpu-time", "--sort", "on_cpu", "prog.py")
+    assert bad.returncode == 2 and "--no-cpu-time" in bad.stderr and "Traceback" not in bad.stderr
+    both = cli("run", "--stream", "--dump-on", "SIGUSR1", "prog.py")
+    assert both.returncode == 2 and "--stream" in both.stderr and "--dump-on" in both.stderr
+
+
+def test_snapshot_of_a_streamed_session_is_refused(tmp_path: Path) -> None:
+    prof = framescope.profile(stream_to=tmp_path / "s.fstrace")
+    with prof:
+        with pytest.raises(RuntimeError, match="streamed session"):
+            prof.dump(tmp_path / "d.json")
+    assert by_name(prof)  # the session itself is intact

@@ -17,7 +17,9 @@ clockid_t thread_cpu_clock(uint64_t tid) noexcept {
   // CPUCLOCK_SCHED (2) names the scheduler's runtime of one thread. This is glibc's
   // pthread_getcpuclockid() with the OS id given directly; the kernel refuses ids of threads
   // that are gone or belong to another process.
-  return clockid_t((~clockid_t(tid)) << 3) | clockid_t(6);
+  // Shifted as unsigned (a left shift of a negative int is undefined in C++17); the conversion
+  // back to clockid_t wraps as the kernel reads it.
+  return clockid_t((~uint32_t(tid) << 3) | 6u);
 }
 
 namespace {

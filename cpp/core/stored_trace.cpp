@@ -125,7 +125,9 @@ StoredTrace StoredTrace::merged(const StoredTrace& other, int64_t offset_ns,
   for (size_t i = first_new_thread; i < out.threads_.size(); ++i) {
     for (CpuSample& c : out.threads_[i].cpu_samples) {
       int64_t t;
-      if (__builtin_add_overflow(c.time_ns, offset_ns, &t)) t = offset_ns < 0 ? INT64_MIN : INT64_MAX;
+      if (__builtin_add_overflow(c.time_ns, offset_ns, &t)) {
+        t = offset_ns < 0 ? INT64_MIN : INT64_MAX;
+      }
       c.time_ns = clamp_reported_time(t);
     }
   }

@@ -195,6 +195,9 @@ def _add_analysis_options(run: argparse.ArgumentParser) -> None:
                           "outputs")
     run.add_argument("--no-cpu-time", action="store_true",
                      help="do not sample the threads' CPU clocks (no on-CPU times)")
+    run.add_argument("--profile-memory", action="store_true",
+                     help="count Python allocations: self/total bytes per function, a memory "
+                          "counter track (implied by --sort memory)")
     run.add_argument("--on-limit", choices=["stop", "keep_newest"], default=None,
                      help="at the memory limit: stop recording (default) or keep the newest "
                           "events (a flight recorder)")
@@ -418,7 +421,11 @@ class _Finisher:
                 except OSError:
                     pass
         if opts.limit > 0:
-            _say(self.prof.summary(limit=opts.limit, sort_by=opts.sort, by_thread=opts.by_thread))
+            try:
+                _say(self.prof.summary(limit=opts.limit, sort_by=opts.sort,
+                                       by_thread=opts.by_thread))
+            except ValueError as e:  # e.g. no CPU times: the sampler thread could not start
+                _say(f"framescope: no summary: {e}")
         _say(f"framescope: trace written to {opts.output} (backend: {self.prof.backend})")
         return self._end()
 
@@ -551,12 +558,17 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
         print(f"framescope run: error: {problem}", file=sys.stderr)
         return 2
     opts.output, opts.format = output, output_format
+    if opts.sort == "on_cpu" and opts.no_cpu_time:
+        print("framescope run: error: --sort on_cpu needs the CPU times that --no-cpu-time turns "
+              "off", file=sys.stderr)
+        return 2
+    profile_memory = opts.profile_memory or opts.sort == "memory"
     on_limit: Literal["stop", "keep_newest"] = opts.on_limit or (
-        "keep_newest" if opts.dump_on is not None and not opts.stream else "stop")
+        "keep_newest" if opts.dump_on is not None else "stop")
     if opts.stream and on_limit == "keep_newest":
         print("framescope run: error: --stream writes every event to the file; it cannot be "
-              "combined with --on-limit keep_newest (a flight recorder keeps only the newest "
-              "events in memory)", file=sys.stderr)
+              "combined with --dump-on or --on-limit keep_newest (a flight recorder keeps the "
+              "newest events in memory)", file=sys.stderr)
         return 2
     opts.stream_to = stream_file(output, output_format) if opts.stream else None
     # Followed children get the same options but record in memory, each to its own file, and
@@ -564,6 +576,7 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
     profile_kwargs = dict(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
                           memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
                           record_shapes=opts.record_shapes, cpu_time=not opts.no_cpu_time,
+                          profile_memory=profile_memory,
                           include_files=opts.include_files, exclude_files=opts.exclude_files,
                           max_depth=opts.max_depth, min_duration_ns=opts.min_duration)
     try:

@@ -53,8 +53,12 @@ def add_trace_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     summary = sub.add_parser("summary", help="print the summary table of a saved trace")
     summary.add_argument("input", help="a trace saved with profile.save() or -o x.fstrace")
     summary.add_argument("--limit", type=int, default=20, help="rows (default: 20)")
-    summary.add_argument("--sort", choices=["self", "total", "calls"], default="self",
-                         help="order (default: self time)")
+    summary.add_argument("--sort", choices=["self", "total", "calls", "on_cpu", "memory"],
+                         default="self",
+                         help="order (default: self time; on_cpu: self time on CPU; memory: "
+                              "bytes allocated, for a trace recorded with profile_memory)")
+    summary.add_argument("--by-thread", action="store_true",
+                         help="one table per thread, in percent of its own time")
 
 
 def run_trace_command(opts: argparse.Namespace) -> int:
@@ -66,7 +70,11 @@ def run_trace_command(opts: argparse.Namespace) -> int:
         print(f"framescope {opts.command}: {exc}", file=sys.stderr)
         return 1
     if opts.command == "summary":
-        print(prof.summary(limit=opts.limit, sort_by=opts.sort))
+        try:
+            print(prof.summary(limit=opts.limit, sort_by=opts.sort, by_thread=opts.by_thread))
+        except ValueError as exc:  # no CPU times / no memory samples in this trace
+            print(f"framescope summary: {exc}", file=sys.stderr)
+            return 1
         return 0
     try:
         output, name = resolve_output(opts.output, opts.format)

@@ -442,11 +442,17 @@ class profile:
         buffers (transiently up to ``memory_limit`` more memory).
 
         Raises:
-            RuntimeError: no session of this profile is recording.
+            RuntimeError: no session of this profile is recording, or it streams (``stream_to``:
+                most of its events are in the file already, so a copy of the buffers would not
+                be what ran; not supported).
         """
         if not self._running:
             raise RuntimeError("snapshot() needs a recording session (after stop, use the "
                                "profile itself)")
+        if self._stream_to:
+            raise RuntimeError("snapshot()/dump() are not supported in a streamed session "
+                               "(stream_to): its events are in the file; stop the session and "
+                               "read it, or record with on_limit='keep_newest' instead")
         copy = profile(profile_memory=self.profile_memory, with_flops=self.with_flops,
                        min_duration_ns=self.min_duration_ns, max_depth=self.max_depth)
         copy._trace = _core._snapshot()
