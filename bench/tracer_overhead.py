@@ -28,6 +28,7 @@ RESULTS = os.path.join(BENCH_DIR, "results", "tracer_overhead.json")
 sys.path.insert(0, BENCH_DIR)
 
 from workloads import ALL as ALL_WORKLOADS  # noqa: E402
+from workloads import EXTRA as EXTRA_WORKLOADS  # noqa: E402
 from workloads import REAL as REAL_WORKLOADS  # noqa: E402
 
 #: Configurations, in table order. "untraced" is the baseline of every ratio.
@@ -49,6 +50,8 @@ SHORT = {
     "framescope": "fs",
     "framescope_c": "fs+C",
     "framescope_fallback": "fs-fb",
+    "framescope_nocpu": "fs-noCPU",
+    "framescope_mem": "fs+mem",
     "cprofile": "cProf",
     "yappi": "yappi",
     "viztracer": "viz",
@@ -190,6 +193,9 @@ RUNNERS: dict[str, Runner] = {
     "framescope": framescope_runner(),
     "framescope_c": framescope_runner(c_calls=True),
     "framescope_fallback": framescope_runner(backend="fallback"),
+    # bench/analysis_overhead.py: what CPU sampling and memory profiling add
+    "framescope_nocpu": framescope_runner(cpu_time=False),
+    "framescope_mem": framescope_runner(cpu_time=False, profile_memory=True),
     "cprofile": run_cprofile,
     "yappi": run_yappi,
     "viztracer": run_viztracer,
@@ -204,6 +210,8 @@ NEEDS = {
     "framescope": "framescope",
     "framescope_c": "framescope",
     "framescope_fallback": "framescope",
+    "framescope_nocpu": "framescope",
+    "framescope_mem": "framescope",
     "yappi": "yappi",
     "viztracer": "viztracer",
     "torch": "torch",
@@ -596,9 +604,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap.add_argument("--pythons", nargs="+", default=None,
                     help="interpreters to run (default: every 3.10-3.13 under ~/.pyenv)")
     ap.add_argument("--workloads", nargs="+", default=list(ALL_WORKLOADS),
-                    choices=list(ALL_WORKLOADS), metavar="NAME",
+                    choices=list(ALL_WORKLOADS + EXTRA_WORKLOADS), metavar="NAME",
                     help=f"workloads (default: all: {' '.join(ALL_WORKLOADS)})")
-    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(RUNNERS),
                     metavar="NAME", help=f"configurations (default: all: {' '.join(CONFIGS)})")
     ap.add_argument("--runs", type=int, default=None, help="timed runs per process (default 3)")
     ap.add_argument("--processes", type=int, default=None,

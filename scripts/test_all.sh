@@ -81,10 +81,10 @@ for base_py in "${pythons[@]}"; do
   step "Python $version ($base_py)"
   # Heavy tests run on one version each: torch (where a local CPU wheel exists, 3.11 here),
   # the browser tests and the launcher tests (torchrun, mpirun + mpi4py) on 3.11, the notebook
-  # tests (a real kernel) on 3.12.
+  # tests (a real kernel) and mypy --strict over src on 3.12.
   extra=()
   [ "$version" = 3.11 ] && extra+=("torch==2.13.0" mpi4py)
-  [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel)
+  [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel mypy)
   if ! py="$(scripts/dev_env.sh "$base_py" "${extra[@]}" | tail -1)"; then
     echo "installing into the $version venv failed; retrying without torch"
     if ! py="$(scripts/dev_env.sh "$base_py" | tail -1)"; then

@@ -14,15 +14,20 @@ TIMING_SLACK_NS = 2_000
 
 
 def preorder(nodes: list[Node], depth: int = 0) -> Iterator[tuple[int, Node]]:
-    for n in nodes:
-        yield depth, n
-        yield from preorder(n.children, depth + 1)
+    # Iterative: recursive generators cost O(depth) per node on deep recursion's trees.
+    todo = [(depth, n) for n in reversed(nodes)]
+    while todo:
+        d, n = todo.pop()
+        yield d, n
+        todo.extend((d + 1, c) for c in reversed(n.children))
 
 
 def edges(nodes: list[Node], parent: str = "<root>") -> Iterator[tuple[str, str]]:
-    for n in nodes:
-        yield parent, n.key
-        yield from edges(n.children, n.key)
+    todo = [(parent, n) for n in reversed(nodes)]
+    while todo:
+        p, n = todo.pop()
+        yield p, n.key
+        todo.extend((n.key, c) for c in reversed(n.children))
 
 
 def short(key: str) -> str:
@@ -52,7 +57,9 @@ def counter_diff(truth: Counter[str] | Counter[tuple[str, str]], seen: Counter) 
 def by_content(forest: Forest, main_tid: int) -> Forest:
     """The forest with thread ids that two runs share: 0 for the main thread, then 1, 2... for
     the others in the order of their trees' text (OS thread ids differ between processes)."""
-    others = sorted((render(roots, limit=10**9), tid) for tid, roots in forest.items() if tid != main_tid)
+    others = sorted(
+        ([(d, n.key) for d, n in preorder(roots)], tid) for tid, roots in forest.items() if tid != main_tid
+    )
     out: Forest = {0: forest[main_tid]} if main_tid in forest else {}
     for i, (_, tid) in enumerate(others, 1):
         out[i] = forest[tid]

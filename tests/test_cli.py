@@ -66,7 +66,7 @@ def test_exit_code_and_exception_kept(tmp_path: Path) -> None:
     plain = subprocess.run([sys.executable, "fails.py"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == plain.returncode == 1
     # The traceback is python's own, without framescope's or runpy's frames.
-    tb = out.stderr[out.stderr.index("Traceback"):].split("\n     calls")[0].strip()
+    tb = out.stderr[out.stderr.index("Traceback"):].split("\nWall time per function")[0].strip()
     assert tb == plain.stderr.strip()
     assert (tmp_path / "f.json").exists(), "the trace is written even when the program fails"
 

@@ -33,6 +33,9 @@ from ground_truth import Forest, Node, drop_builtins, forest_from_json, load_rec
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = sorted(p.stem for p in (HERE / "programs").glob("*.py") if not p.stem.startswith("_"))
+# FRAMESCOPE_DIFF_PROGRAMS=a,b runs only those programs (while working on them).
+if os.environ.get("FRAMESCOPE_DIFF_PROGRAMS"):
+    PROGRAMS = [p for p in PROGRAMS if p in os.environ["FRAMESCOPE_DIFF_PROGRAMS"].split(",")]
 CONFIGS = [("frame_hook", False), ("frame_hook", True), ("fallback", False), ("fallback", True)]
 SHARED_SLOT = sys.version_info < (3, 12)  # 3.10/3.11: builtins only through the profile slot
 
@@ -47,9 +50,14 @@ EXPECTED: dict[str, Expectation] = {}
 SCHEDULING_DEPENDENT = {
     "session_in_thread": "the main thread is in start() or already in join() at the session's start",
     "second_session_on_thread": "the main thread is in start() or already in join() then",
+    "daemon_thread_at_stop": "the daemon thread's loop turns as often as scheduling lets it",
     "busy_thread_before_session": "the worker's loop turns as often as scheduling lets it",
     "thread_pool": "submit() checks an idle semaphore whose state depends on the worker",
     "threads_sync": "the consumer waits on the queue only when it is ahead of the producer",
+    "threads_raw": "a finished thread's weakref callback (WeakSet._remove of threading._dangling)"
+    " runs in whichever thread drops its last reference, the thread itself or the main thread",
+    "asyncio_threads": "weakref callbacks (WeakSet._remove) run where the executor's threads and"
+    " the loop's objects die: in the thread that drops them last, or in an automatic collection",
 }
 
 
@@ -128,7 +136,8 @@ class Runs:
                     out["ground_truth_builtins"] = across_runs(forest, data["main_tid"])
                 else:
                     out[side] = forest
-                    out[f"{side}_across_runs"] = across_runs(forest, data["main_tid"])
+                    if separate and side == "framescope":
+                        out["framescope_across_runs"] = across_runs(forest, data["main_tid"])
             if mode == "both":
                 out["backend"] = data["backend"]
                 out["warnings"] = data["warnings"]

@@ -442,3 +442,77 @@ def test_subprocess_with_preexec_fn_is_not_a_lost_fork(tmp_path: Path) -> None:
     xs = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]
     assert len({e["pid"] for e in xs}) == 2
     assert any(e["name"].endswith(": exec_child") for e in xs)
+
+
+STREAMED = """
+    import concurrent.futures, multiprocessing as mp, os, subprocess, sys
+
+    def executor_task(n):
+        return sum(range(n))
+
+    if __name__ == "__main__":
+        ctx = mp.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as ex:
+            print(sum(ex.map(executor_task, [100] * 4)))
+        subprocess.run([sys.executable, "-c", "def dash_c_task():\\n    return 1\\ndash_c_task()"],
+                       check=True)
+        pid = os.fork()
+        if pid == 0:
+            executor_task(10)
+            os._exit(0)
+        os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.parametrize("output", ["t.fstrace", "t.pftrace"])
+def test_streamed_run_keeps_its_children(tmp_path: Path, output: str) -> None:
+    # GIVEN a program with executor workers (spawn), a `python -c` child and an os.fork child
+    write(tmp_path / "streamed.py", STREAMED)
+    # WHEN it runs with --stream (to the output itself, or to a temporary .fstrace)
+    r = framescope_run(tmp_path, "--stream", "-o", output, "streamed.py")
+    assert r.returncode == 0, r.stderr
+    assert "missing" not in r.stderr, r.stderr
+    if output.endswith(".fstrace"):
+        c = subprocess.run([sys.executable, "-m", "framescope", "convert", output, "t.pftrace"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert c.returncode == 0, c.stderr
+    # THEN every process is in the trace, named, with its own functions on its own track
+    names = process_names(tmp_path / "t.pftrace")
+    assert len(names) == 5, names
+    by_pid = slices_by_pid(tmp_path / "t.pftrace")
+    def pids_running(fn: str) -> set[int]:
+        return {pid for pid, ss in by_pid.items() if any(s.name.endswith(": " + fn) for s in ss)}
+    workers = {pid for pid, n in names.items() if n.startswith("SpawnProcess-")}
+    dash_c = pids_running("dash_c_task")
+    assert len(workers) == 2 and len(dash_c) == 1
+    assert names[next(iter(dash_c))].startswith("python") and "-c 'def dash_c_task():" in \
+        names[next(iter(dash_c))]
+    parent = next(pid for pid, n in names.items() if "streamed.py" in n and pid not in dash_c
+                  and not pids_running("executor_task") & {pid})
+    forked = pids_running("executor_task") - workers
+    assert len(forked) == 1 and parent not in forked and parent not in workers
+    assert pids_running("executor_task") & workers  # the workers ran the tasks
+
+
+def test_children_are_named_by_their_command(tmp_path: Path) -> None:
+    # GIVEN a child run with -m, and one (with multi-line -c code) that is killed
+    write(tmp_path / "helper_mod.py", """
+        def module_task():
+            return 2
+        module_task()
+    """)
+    write(tmp_path / "named.py", """
+        import subprocess, sys, signal
+        subprocess.run([sys.executable, "-m", "helper_mod"], check=True)
+        p = subprocess.Popen([sys.executable, "-c",
+                              "import os, signal\\ndef doomed():\\n    os.kill(os.getpid(), signal.SIGKILL)\\ndoomed()"])
+        p.wait()
+    """)
+    r = framescope_run(tmp_path, "-o", "t.pftrace", "named.py")
+    assert r.returncode == 0, r.stderr
+    # THEN the -m child is named as it was started, not by its file
+    names = process_names(tmp_path / "t.pftrace")
+    assert sorted(n.split(" ", 1)[1] for n in names.values()) == ["-m helper_mod", "named.py"]
+    # AND the warning for the killed child names its command on one line
+    (line,) = [ln for ln in r.stderr.splitlines() if "ended without saving" in ln]
+    assert "(python -c 'import os, signal def doomed(): os.kill(os.getpid(), signal…')" in line, line

@@ -123,12 +123,14 @@ RANK_SCRIPT = """
 """
 
 
-def run_rank(tmp_path: Path, rank: int, wake_at: float, extra_env: dict[str, str]) -> subprocess.Popen[str]:
+def run_rank(tmp_path: Path, rank: int, wake_at: float, extra_env: dict[str, str],
+             options: tuple[str, ...] = ()) -> subprocess.Popen[str]:
     env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
                LOCAL_WORLD_SIZE="2", **extra_env)
     env.pop("FRAMESCOPE_FOLLOW", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "framescope", "run", "--limit", "0", "rank.py", repr(wake_at)],
+        [sys.executable, "-m", "framescope", "run", "--limit", "0", *options, "rank.py",
+         repr(wake_at)],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -145,13 +147,15 @@ def markers(prof: framescope.profile) -> list[framescope.Event]:
     return [e for e in prof.events() if e.name.endswith(": aligned_marker")]
 
 
-def test_merge_aligns_a_skewed_rank_by_the_wall_clock(tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [(), ("--stream",)], ids=["memory", "stream"])
+def test_merge_aligns_a_skewed_rank_by_the_wall_clock(tmp_path: Path, options: tuple[str, ...]) -> None:
     # GIVEN two "ranks" (launcher variables, no launcher) whose rank 1 clock runs 300 ms ahead,
-    # which wake at the same wall-clock instant and call aligned_marker()
+    # which wake at the same wall-clock instant and call aligned_marker() (recorded in memory,
+    # or streamed to rankN.fstrace: the streamed file gets the rank and clock data at the end)
     (tmp_path / "rank.py").write_text(textwrap.dedent(RANK_SCRIPT))
     wake_at = time.time() + 3.0
     env = {"FRAMESCOPE_TEST_CLOCK_SKEW_NS": f"0,{SKEW_NS}", "FRAMESCOPE_CLOCK_SYNC": "wall"}
-    procs = [run_rank(tmp_path, r, wake_at, env) for r in (0, 1)]
+    procs = [run_rank(tmp_path, r, wake_at, env, options) for r in (0, 1)]
     for p in procs:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
@@ -193,6 +197,25 @@ def test_merge_warns_for_missing_and_duplicate_ranks(tmp_path: Path) -> None:
     assert any("are both rank 1" in w for w in warnings)
     assert any("no trace of rank(s) [0, 2] of 3" in w for w in warnings)
     assert [p.rank for p in placed] == [1, 1]
+
+
+def test_streamed_profile_of_a_rank_is_named_by_rank_and_described(tmp_path: Path) -> None:
+    # GIVEN a rank's script that streams with profile(stream_to="s{rank}.fstrace")
+    env = dict(os.environ, RANK="1", WORLD_SIZE="3")
+    env.pop("FRAMESCOPE_FOLLOW", None)
+    code = ("import framescope\n"
+            "def streamed_work():\n    return sum(range(100))\n"
+            "with framescope.profile(stream_to='s{rank}.fstrace'):\n    streamed_work()\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # THEN the file is the rank's own, and carries what framescope merge needs: rank, clock data
+    assert [f.name for f in tmp_path.glob("*.fstrace")] == ["s1.fstrace"]
+    prof = framescope.load(tmp_path / "s1.fstrace")
+    (entry,) = processes.read(prof.trace)
+    assert entry.name == "rank 1" and entry.rank == 1
+    assert entry.metadata["clock"]["start"] and entry.metadata["clock"]["stop"]
+    assert any(e.name.endswith(": streamed_work") for e in prof.events())
 
 
 def test_merged_traces_keep_pids_apart(tmp_path: Path) -> None:

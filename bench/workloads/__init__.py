@@ -6,3 +6,5 @@ from __future__ import annotations
 MICRO = ("fib",)
 REAL = ("richards", "nbody", "deltablue", "raytrace", "chaos", "go")
 ALL = MICRO + REAL
+#: Not in the tracer tables: the allocation-heavy workload of bench/analysis_overhead.py.
+EXTRA = ("alloc",)

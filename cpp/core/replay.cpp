@@ -214,6 +214,9 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
     pt.info.os_tid = t.os_tid;
     pt.info.pthread_id = t.pthread_id;
     pt.info.logical_tid = t.logical_tid;
+    for (const CpuReading& c : t.cpu) {
+      pt.info.cpu_samples.push_back({raw.clock.to_ns(c.ticks), c.cpu_ns});
+    }
     for (const auto& [ident, name] : names) {
       if (ident == t.os_tid) pt.info.name = name;
     }
@@ -458,6 +461,7 @@ class Replayer {
     stopped_ = false;
     have_base_ = false;
     base_ticks_ = 0;
+    python_allocated_ = 0;
     stack_.clear();
     ghosts_ = 0;
     v_.begin_thread(thread_);
@@ -583,6 +587,11 @@ class Replayer {
         v_.instant(s);
         break;
       }
+      case EventKind::kAllocDelta:
+        python_allocated_ += int64_t(payload);
+        v_.memory(MemorySample{clamp_reported_time(ts + ref_.offset_ns), thread_, 0,
+                               int64_t(payload), python_allocated_, 0, kPythonAllocatorDevice});
+        break;
       case EventKind::kMemory: {
         if (payload < t.memory_base || payload - t.memory_base >= t.memory.size()) break;
         const MemoryRecord& m = t.memory[payload - t.memory_base];
@@ -611,6 +620,7 @@ class Replayer {
   bool stopped_ = false;
   uint64_t base_ticks_ = 0;
   bool have_base_ = false;
+  int64_t python_allocated_ = 0;  // the thread's kAllocDelta bytes so far
   uint32_t thread_ = 0;
   std::vector<Open> stack_;
   size_t ghosts_ = 0;  // ghost entries in stack_
@@ -626,7 +636,14 @@ void replay_part(const StoredTrace::PartRef& ref, TraceVisitor& visitor, uint64_
 }  // namespace internal
 
 struct ReplayCursor::State {
+  State(const StoredTrace& t, TraceVisitor& downstream)
+      : trace(t),
+        // The trace's replay filter (max_depth, min_duration_ns) applies as in visit().
+        filtering(t.filter().active() ? make_filtering_visitor(downstream, t.filter()) : nullptr),
+        visitor(filtering ? *filtering : downstream),
+        view(t.view()) {}
   const StoredTrace& trace;
+  std::unique_ptr<TraceVisitor> filtering;
   TraceVisitor& visitor;
   TraceView view;
   size_t part = 0;
@@ -637,7 +654,7 @@ struct ReplayCursor::State {
 };
 
 ReplayCursor::ReplayCursor(const StoredTrace& trace, TraceVisitor& visitor)
-    : state_(new State{trace, visitor, trace.view()}) {}
+    : state_(new State(trace, visitor)) {}
 
 ReplayCursor::~ReplayCursor() = default;
 

@@ -32,11 +32,16 @@ uint64_t g_last_epoch = 0;
 // Owns the calling thread's buffer. Unlike t_slot it has a destructor, so it is touched only on
 // the slow path; at thread exit it drops the thread's reference, and the session (if still
 // running) keeps the buffer and its events.
+void note_thread_exit(const ThreadBuffer& buffer) noexcept;
+
 struct ThreadOwner {
   std::shared_ptr<ThreadBuffer> buffer;
   ~ThreadOwner() {
     t_slot = {nullptr, ~uint64_t(0)};
-    if (buffer) buffer->owner_exiting();
+    if (buffer) {
+      note_thread_exit(*buffer);  // the CPU sampler's last reading, on the thread itself
+      buffer->owner_exiting();    // a streamed session takes the thread's chunks now
+    }
     buffer.reset();
   }
 };
@@ -67,12 +72,13 @@ std::shared_ptr<ThreadBuffer> Session::create_buffer() {
   buffer->profile_memory = config.profile_memory;
   buffers.push_back(buffer);
   ++next_buffer_index;
+  if (cpu_sampler) cpu_sampler->thread_started(buffer->index());
   return buffer;
 }
 
-RawEvent* Session::take_chunk() noexcept {
+RawEvent* Session::take_chunk(bool over_limit) noexcept {
   size_t used = chunks_in_use_.fetch_add(1, std::memory_order_relaxed);
-  if (used >= max_chunks_) {
+  if (used >= max_chunks_ && !over_limit) {
     chunks_in_use_.fetch_sub(1, std::memory_order_relaxed);
     return nullptr;
   }
@@ -199,6 +205,21 @@ ThreadBuffer* attach_current_thread() noexcept {
   return t_owner.buffer.get();
 }
 
+std::shared_ptr<Session> active_session() {
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  return g_session;
+}
+
+namespace {
+// The exiting thread's last CPU reading, while its clock can still be read.
+void note_thread_exit(const ThreadBuffer& buffer) noexcept {
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  if (!g_session || g_session->epoch != buffer.epoch || !g_session->cpu_sampler) return;
+  std::lock_guard<std::mutex> session_lock(g_session->mutex);
+  if (!g_session->stopped) g_session->cpu_sampler->thread_exiting(buffer.index());
+}
+}  // namespace
+
 void add_initial_stack(InitialStack stack) {
   std::lock_guard<std::mutex> lock(g_session_mutex);
   if (!g_session) return;
@@ -252,8 +273,17 @@ void enable_profiler(const SessionConfig& config) {
     session->clock = ClockConverter::start();
     session->start_ticks = now_ticks();
     if (!config.stream_path.empty()) {
-      // Throws OutputError before anything is published.
+      // Throws OutputError before anything is published (and before the sampler thread runs).
       session->stream = std::make_shared<internal::StreamWriter>(config.stream_path, *session);
+    }
+    if (config.cpu_sample_period_ns > 0) {
+      session->cpu_sampler =
+          std::make_unique<internal::CpuSampler>(session.get(), config.cpu_sample_period_ns);
+      if (!session->cpu_sampler->start()) {
+        session->cpu_sampler.reset();
+        session->add_warning("framescope: could not start the CPU time sampler thread; the "
+                             "trace has no CPU times");
+      }
     }
     g_session = session;
     g_session_epoch.store(epoch, std::memory_order_release);
@@ -298,6 +328,8 @@ RawTracePtr disable_profiler() {
     ThreadLocalDebugInfo::pop(DebugInfoKind::kProfilerState);
   }
   session->clock.finish();
+  // Joined before the session's mutex is taken below (each reading takes it).
+  if (session->cpu_sampler) session->cpu_sampler->stop();
 
   RawTracePtr raw(new RawTrace());
   raw->config = session->config;
@@ -316,6 +348,10 @@ RawTracePtr disable_profiler() {
     t.os_tid = buffer->os_tid;
     t.pthread_id = buffer->pthread_id;
     t.logical_tid = buffer->logical_tid;
+    if (session->cpu_sampler) {
+      session->cpu_sampler->read_thread(buffer->index(), buffer->os_tid);
+      t.cpu = session->cpu_sampler->readings(buffer->index());
+    }
     buffer->detach(buffer.get() == internal::t_slot.buffer);
     raw->threads.push_back(std::move(t));
   }

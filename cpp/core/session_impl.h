@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_sampler.h"
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
 #include "framescope/session.h"
@@ -33,8 +34,9 @@ class Session {
   /// Creates and registers a buffer for the calling thread; nullptr once the session stopped
   /// (a buffer created after the stop would never be detached). Thread-safe.
   std::shared_ptr<ThreadBuffer> create_buffer();
-  /// Takes a chunk for `buffer` if the memory limit allows; nullptr otherwise (and warns once).
-  RawEvent* take_chunk() noexcept;
+  /// Takes a chunk for `buffer` if the memory limit allows (or regardless, with `over_limit`);
+  /// nullptr otherwise.
+  RawEvent* take_chunk(bool over_limit = false) noexcept;
   void give_back_chunk(RawEvent* chunk) noexcept;
   void warn_limit_once() noexcept;
   void add_async_end(const AsyncEnd& end);
@@ -59,6 +61,9 @@ class Session {
   std::vector<InitialStack> initial_stacks;
   std::vector<AsyncEnd> async_ends;
   std::vector<uint64_t> compact_keys;  // index of a compact call -> its Python key
+  // CPU clock readings of the threads (null without cpu_sample_period_ns); its tracks are
+  // guarded by `mutex`.
+  std::unique_ptr<CpuSampler> cpu_sampler;
   // Own (leaf) mutex: warnings are added while a ThreadBuffer's mutex is held (memory limit),
   // and disable_profiler() takes buffer mutexes while holding `mutex`.
   std::mutex warnings_mutex;
@@ -74,6 +79,9 @@ class Session {
   std::atomic<bool> limit_warned_{false};
 };
 
+/// The active session (null when none runs). Thread-safe.
+std::shared_ptr<Session> active_session();
+
 }  // namespace internal
 
 /// One thread's events plus its identity.
@@ -83,6 +91,7 @@ struct RawThread {
   uint64_t os_tid = 0;
   uint64_t pthread_id = 0;
   uint64_t logical_tid = 0;
+  std::vector<internal::CpuReading> cpu;  // CPU clock readings (empty without sampling)
 };
 
 struct RawTrace {

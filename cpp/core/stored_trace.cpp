@@ -32,6 +32,7 @@ StoredTrace::StoredTrace(const StoredTrace& o)
       stop_ns_(o.stop_ns_),
       dropped_(o.dropped_),
       recorded_(o.recorded_),
+      filter_(o.filter_),
       event_count_(o.event_count_.load()) {}
 
 StoredTrace& StoredTrace::operator=(const StoredTrace& o) {
@@ -48,6 +49,7 @@ StoredTrace& StoredTrace::operator=(const StoredTrace& o) {
     stop_ns_ = copy.stop_ns_;
     dropped_ = copy.dropped_;
     recorded_ = copy.recorded_;
+    filter_ = copy.filter_;
     event_count_.store(copy.event_count_.load());
   }
   return *this;
@@ -89,7 +91,10 @@ void StoredTrace::add_part(std::shared_ptr<const internal::TracePart> part, int6
   ref.detail_base = uint32_t(details_.size());
   ref.symbol_map.reserve(part->symbols.size());
   for (const Symbol& s : part->symbols) ref.symbol_map.push_back(intern(s));
-  for (const internal::PartThread& t : part->threads) threads_.push_back(t.info);
+  for (const internal::PartThread& t : part->threads) {
+    threads_.push_back(t.info);
+    for (CpuSample& c : threads_.back().cpu_samples) c.time_ns += offset_ns;
+  }
   details_.insert(details_.end(), part->details.begin(), part->details.end());
   warnings_.insert(warnings_.end(), part->warnings.begin(), part->warnings.end());
   const int64_t start = clamp_reported_time(part->start_ns() + offset_ns);
@@ -116,6 +121,14 @@ StoredTrace StoredTrace::merged(const StoredTrace& other, int64_t offset_ns,
   // add_part copied the parts' own thread infos: take over `other`'s (they may be remapped).
   std::copy(other.threads_.begin(), other.threads_.end(),
             out.threads_.begin() + long(first_new_thread));
+  // Their CPU readings carry `other`'s own part offsets already: shift them by this merge's.
+  for (size_t i = first_new_thread; i < out.threads_.size(); ++i) {
+    for (CpuSample& c : out.threads_[i].cpu_samples) {
+      int64_t t;
+      if (__builtin_add_overflow(c.time_ns, offset_ns, &t)) t = offset_ns < 0 ? INT64_MIN : INT64_MAX;
+      c.time_ns = clamp_reported_time(t);
+    }
+  }
   std::vector<ProcessInfo> theirs = other.processes_;
   if (separate_pids) internal::separate_pids(*this, other, out.threads_, first_new_thread, theirs);
   for (ProcessInfo& p : theirs) {
@@ -155,11 +168,21 @@ TraceView StoredTrace::view() const noexcept {
 }
 
 void StoredTrace::visit(TraceVisitor& visitor) const {
+  std::unique_ptr<TraceVisitor> filtering;
+  TraceVisitor& v = filter_.active() ? *(filtering = make_filtering_visitor(visitor, filter_))
+                                     : visitor;
   const TraceView tables = view();  // must outlive the visit: visitors keep a pointer to it
-  visitor.begin_trace(tables);
+  v.begin_trace(tables);
   uint64_t next_index = 0;
-  for (const PartRef& ref : parts_) internal::replay_part(ref, visitor, next_index);
-  visitor.end_trace();
+  for (const PartRef& ref : parts_) internal::replay_part(ref, v, next_index);
+  v.end_trace();
+}
+
+StoredTrace StoredTrace::with_filter(const ReplayFilter& filter) const {
+  StoredTrace out(*this);
+  out.filter_ = filter;
+  out.event_count_.store(-1);
+  return out;
 }
 
 uint64_t StoredTrace::slot_bytes() const noexcept {

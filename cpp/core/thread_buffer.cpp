@@ -26,7 +26,15 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
   const bool streaming = stream && stream->accepting();
   if (streaming) stream_chunks_locked(*stream, first_side);
   RawEvent* chunk = session_->take_chunk();
-  if (!chunk && streaming) chunk = stream->wait_for_chunk();
+  if (!chunk && streaming) {
+    chunk = stream->wait_for_chunk();
+  } else if (!chunk && session_->config.on_limit == LimitPolicy::kKeepNewest && chunks_.empty()) {
+    // Flight recorder (never streamed: enable_profiler refuses the pair): a thread that starts
+    // once the limit is reached has no chunk of its own to recycle; it gets one beyond the limit
+    // (at most one per thread, as the limit's contract allows), else its newest events, those a
+    // dump is for, would be lost.
+    chunk = session_->take_chunk(/*over_limit=*/true);
+  }
   if (!chunk) {
     if (session_->config.on_limit == LimitPolicy::kKeepNewest && !chunks_.empty()) {
       // Flight recorder: recycle this thread's oldest chunk (the full current one when it has

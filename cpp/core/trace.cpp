@@ -47,6 +47,9 @@ void Trace::merge(const Trace& other, int64_t offset_ns) {
   const uint32_t detail_base = uint32_t(details.size());
   const int64_t event_base = int64_t(events.size());
   threads.insert(threads.end(), other.threads.begin(), other.threads.end());
+  for (size_t i = thread_base; i < threads.size(); ++i) {
+    for (CpuSample& c : threads[i].cpu_samples) c.time_ns += offset_ns;
+  }
   details.insert(details.end(), other.details.begin(), other.details.end());
   events.reserve(events.size() + other.events.size());
   for (TraceEvent e : other.events) {

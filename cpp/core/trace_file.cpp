@@ -262,6 +262,16 @@ void write_part_tables(BlockWriter& w, const TracePart& part, const ThreadInfo* 
   for (const std::string& s : part.warnings) t.str(s);
   t.pod<uint64_t>(part.recorded_events);
   t.pod<uint64_t>(part.dropped_events);
+  // Optional trailer (files without it read as traces without CPU times): per thread, its CPU
+  // clock readings.
+  t.pod<uint64_t>(part.threads.size());
+  for (const PartThread& th : part.threads) {
+    t.pod<uint64_t>(th.info.cpu_samples.size());
+    for (const CpuSample& c : th.info.cpu_samples) {
+      t.pod<int64_t>(c.time_ns);
+      t.pod<int64_t>(c.cpu_ns);
+    }
+  }
   w.record(RecordType::kTables, 0, t.buffer());
 }
 
@@ -466,7 +476,25 @@ void read_tables(std::string_view payload, TracePart& part,
     }
   }
   part.dropped_events = r.pod<uint64_t>();
-  if (!r.done()) fail("trailing bytes in tables");
+  if (!r.done()) {  // the CPU readings trailer
+    if (r.count(8) != part.threads.size()) fail("CPU readings of unknown threads");
+    for (PartThread& th : part.threads) {
+      const uint64_t k = r.count(16);
+      th.info.cpu_samples.reserve(k);
+      for (uint64_t j = 0; j < k; ++j) {
+        CpuSample c;
+        c.time_ns = r.pod<int64_t>();
+        c.cpu_ns = r.pod<int64_t>();
+        if (!valid_time(c.time_ns) || c.cpu_ns < 0 ||
+            (!th.info.cpu_samples.empty() && (c.time_ns < th.info.cpu_samples.back().time_ns ||
+                                              c.cpu_ns < th.info.cpu_samples.back().cpu_ns))) {
+          fail("CPU readings out of order");
+        }
+        th.info.cpu_samples.push_back(c);
+      }
+    }
+    if (!r.done()) fail("trailing bytes in tables");
+  }
 }
 
 }  // namespace

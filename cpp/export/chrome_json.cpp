@@ -157,6 +157,23 @@ class ChromeWriter final : public TraceVisitor {
 
   void memory(const MemorySample& m) override {
     const ThreadInfo& th = view_->threads[m.thread];
+    if (m.device == kPythonAllocatorDevice) {
+      // Python's allocations (profile_memory): a counter per thread of the bytes it allocated
+      // since the session started, no instant per sample (there may be one per call).
+      sep();
+      out_.put("{\"ph\":\"C\",\"name\":\"Python allocated bytes (thread ");
+      out_.put_uint(th.os_tid);
+      out_.put(")\",\"pid\":");
+      out_.put_int(th.pid);
+      out_.put(",\"tid\":");
+      out_.put_uint(th.os_tid);
+      out_.put(",\"ts\":");
+      out_.put_us(m.time_ns - base_);
+      out_.put(",\"args\":{\"bytes\":");
+      out_.put_int(m.total_allocated);
+      out_.put("}}");
+      return;
+    }
     sep();
     out_.put("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\"");
     out_.put(thread_prefix_[m.thread]);

@@ -155,6 +155,10 @@ class PerfettoWriter final : public TraceVisitor {
   void async_slice(const Slice& s) override { async_.push_back(s); }
 
   void memory(const MemorySample& m) override {
+    if (m.device == kPythonAllocatorDevice) {
+      python_allocations(m);
+      return;
+    }
     const int64_t pid = view_->threads[m.thread].pid;
     const uint64_t uuid = counter_uuid(pid);
     if (std::find(counter_pids_.begin(), counter_pids_.end(), pid) == counter_pids_.end()) {
@@ -223,6 +227,36 @@ class PerfettoWriter final : public TraceVisitor {
   static uint64_t thread_uuid(uint32_t thread) { return (uint64_t(2) << 60) + thread; }
   static uint64_t counter_uuid(int64_t pid) {
     return (uint64_t(4) << 60) + (uint64_t(pid & 0xffffffff) << 1);
+  }
+  static uint64_t python_allocated_uuid(uint32_t thread) { return (uint64_t(5) << 60) + thread; }
+
+  // Python's allocations (profile_memory): a counter track under the thread's track, of the bytes
+  // the thread allocated since the session started.
+  void python_allocations(const MemorySample& m) {
+    const uint64_t uuid = python_allocated_uuid(m.thread);
+    if (std::find(python_counter_threads_.begin(), python_counter_threads_.end(), m.thread) ==
+        python_counter_threads_.end()) {
+      python_counter_threads_.push_back(m.thread);
+      std::string d, c;
+      Pb p{d}, cp{c};
+      p.uint(1, uuid);
+      p.uint(5, thread_uuid(m.thread));
+      p.bytes(2, "Python allocated bytes");
+      cp.uint(3, 3);  // CounterDescriptor.unit = UNIT_SIZE_BYTES
+      p.bytes(8, c);
+      descriptor_packet(d);
+    }
+    std::string te;
+    Pb e{te};
+    e.uint(kEvType, kCounter);
+    e.uint(kEvTrackUuid, uuid);
+    e.sint(kEvCounterValue, m.total_allocated);
+    std::string pkt;
+    Pb p{pkt};
+    timestamp(p, m.time_ns);
+    p.bytes(kPacketTrackEvent, te);
+    p.uint(kPacketSeqId, seq_);
+    packet(pkt);
   }
 
   // Appends a packet (Trace.packet, field 1) holding `body`.
@@ -406,6 +440,7 @@ class PerfettoWriter final : public TraceVisitor {
   uint64_t seq_ = 0;
   int64_t last_ts_ = 0;
   std::vector<int64_t> pids_, counter_pids_;
+  std::vector<uint32_t> python_counter_threads_;
   std::vector<Slice> async_;
 };
 

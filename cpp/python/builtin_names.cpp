@@ -70,6 +70,21 @@ PyTypeObject* defining_type(PyObject* self, PyMethodDef* ml) {
   return by_name ? by_name : start;
 }
 
+// The PyMethodDef of every type's `__new__` (CPython's tp_new wrapper): one static definition
+// bound to each type, so unlike other builtin methods it cannot key a name by itself.
+PyMethodDef* tp_new_method_def() {
+  static PyMethodDef* def = [] {
+    PyObject* dict = type_dict(&PyTuple_Type);                                   // new
+    PyObject* entry = dict ? PyDict_GetItemString(dict, "__new__") : nullptr;  // borrowed
+    PyMethodDef* ml = entry && PyCFunction_Check(entry)
+                          ? reinterpret_cast<PyCFunctionObject*>(entry)->m_ml
+                          : nullptr;
+    Py_XDECREF(dict);
+    return ml;
+  }();
+  return def;
+}
+
 }  // namespace
 
 bool is_python_callable(PyObject* callable) {
@@ -79,12 +94,22 @@ bool is_python_callable(PyObject* callable) {
 
 // Key of a builtin callable, named on first sight by what is called (docs/tracing.md). Keys: the
 // PyMethodDef of builtin functions and methods, bound or as descriptors (static for the
-// defining module's life); a type | 2 for calls of the type, | 4 for calls of its instances.
+// defining module's life); a type | 2 for calls of the type, | 4 for calls of its instances, | 6
+// for calls of its `__new__` (`tuple.__new__(cls)`, `ref.__new__(cls, obj)`).
 uint64_t c_function_key(PyObject* callable) {
   uint64_t key;
   std::string name;
   PyObject* hold = nullptr;
-  if (PyCFunction_Check(callable)) {
+  if (PyCFunction_Check(callable) &&
+      reinterpret_cast<PyCFunctionObject*>(callable)->m_ml == tp_new_method_def() &&
+      reinterpret_cast<PyCFunctionObject*>(callable)->m_self &&
+      PyType_Check(reinterpret_cast<PyCFunctionObject*>(callable)->m_self)) {
+    auto* t = reinterpret_cast<PyTypeObject*>(reinterpret_cast<PyCFunctionObject*>(callable)->m_self);
+    key = reinterpret_cast<uint64_t>(t) | 6;
+    if (g_c_symbols.count(key)) return key;
+    name = type_name(t) + ".__new__";
+    hold = reinterpret_cast<PyObject*>(t);
+  } else if (PyCFunction_Check(callable)) {
     auto* f = reinterpret_cast<PyCFunctionObject*>(callable);
     key = reinterpret_cast<uint64_t>(f->m_ml);
     if (g_c_symbols.count(key)) return key;

@@ -2,6 +2,7 @@
 // starting/stopping them. The platforms: monitoring_backend.cpp (3.12+), setprofile_backend.cpp
 // (3.10/3.11); builtin names: builtin_names.cpp.
 #include "fallback_internal.h"
+#include "memory_hooks.h"
 #include "tracer.h"
 
 namespace framescope::py {
@@ -13,7 +14,9 @@ State g_fb;
 namespace {
 FRAMESCOPE_ALWAYS_INLINE void record(internal::EventKind kind, uint64_t payload) {
   if (internal::ThreadBuffer* b = internal::current_buffer()) {
-    b->append(now_ticks(), internal::pack_word(kind, payload));
+    const uint64_t ticks = now_ticks();
+    if (g_memory_tracking) flush_allocations(b, ticks);  // before the event: see memory_hooks.h
+    b->append(ticks, internal::pack_word(kind, payload));
   }
 }
 }  // namespace
@@ -25,6 +28,7 @@ void record_python_call(PyCodeObject* code, FsFrame* frame) {
   internal::ThreadBuffer* buffer = internal::current_buffer();
   if (buffer == nullptr) return;
   if (uint64_t key = frame_key(code, frame)) {
+    if (g_memory_tracking) flush_allocations(buffer, ticks);
     buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
   }
 }
@@ -35,7 +39,9 @@ void record_c_call(PyObject* callable) {
   const uint64_t ticks = now_ticks();  // before attaching, or naming a callable first seen
   internal::ThreadBuffer* buffer = internal::current_buffer();
   if (buffer == nullptr || is_python_callable(callable)) return;
-  buffer->append(ticks, internal::pack_word(internal::EventKind::kCCall, c_function_key(callable)));
+  const uint64_t key = c_function_key(callable);
+  if (g_memory_tracking) flush_allocations(buffer, ticks);
+  buffer->append(ticks, internal::pack_word(internal::EventKind::kCCall, key));
 }
 
 void record_c_return(PyObject* callable) {

@@ -9,6 +9,7 @@
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
 #include "initial_frames.h"
+#include "memory_hooks.h"
 #include "stack_segments.h"
 #include "tracer.h"
 #include "tracer_api.h"
@@ -22,7 +23,17 @@ namespace {
 
 unsigned g_hook_users = 0;  // GIL-protected
 
+// The hook comes in two variants, chosen when it is installed (hook_set_memory_variant): the
+// memory variant (profile_memory) also writes the thread's Python allocations counted since its
+// last event before each call and return it records (memory_hooks.h). A template parameter, so
+// that the plain variant's hot path is exactly what it is without memory profiling.
+template <bool kMemory>
 PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag);
+EvalFrameFunction g_installed_eval = framescope_eval_frame<false>;  // the variant to install
+
+bool is_our_eval(EvalFrameFunction f) {
+  return f == framescope_eval_frame<false> || f == framescope_eval_frame<true>;
+}
 
 PyInterpreterState* interp() { return PyInterpreterState_Get(); }
 
@@ -107,26 +118,34 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int 
 
 // Records the call of `frame` (8 bytes when the code has a compact index, else a 16-byte
 // kPyCall through register_code()). False when nothing was recorded: the call is not part of the
-// trace (a generator's creation on 3.11+) or its code could not be registered.
+// trace (a generator's creation on 3.11+) or its code could not be registered. The memory
+// variant first writes the thread's allocations counted since its previous event.
+template <bool kMemory>
 FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCodeObject* code,
                                           FsFrame* frame) {
   if (const uint64_t compact = fast_compact_call(code); FRAMESCOPE_LIKELY(compact != 0)) {
-    buffer->append_compact(now_ticks(), compact);
+    const uint64_t ticks = now_ticks();
+    if (kMemory) flush_allocations(buffer, ticks);
+    buffer->append_compact(ticks, compact);
     return true;
   }
   const uint64_t ticks = now_ticks();  // the call's time, not the end of its registration
   const uint64_t key = register_code(code, frame);
   if (FRAMESCOPE_UNLIKELY(!key)) return false;
+  if (kMemory) flush_allocations(buffer, ticks);
   buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
   return true;
 }
 
 // Records the return of a frame whose call went to `buffer`.
+template <bool kMemory>
 FRAMESCOPE_ALWAYS_INLINE void record_return(internal::ThreadBuffer* buffer) {
   if (FRAMESCOPE_LIKELY(g_tracer.hook_records_exits)) {
     // Re-read the buffer: the session may have stopped inside this frame.
     if (internal::ThreadBuffer* b = internal::current_buffer(); FRAMESCOPE_LIKELY(b == buffer)) {
-      b->append_compact(now_ticks(), internal::kCompactReturnBits);
+      const uint64_t ticks = now_ticks();
+      if (kMemory) flush_allocations(b, ticks);
+      b->append_compact(ticks, internal::kCompactReturnBits);
     }
   }
 }
@@ -137,8 +156,11 @@ FRAMESCOPE_ALWAYS_INLINE void record_return(internal::ThreadBuffer* buffer) {
 // the default evaluation, so before the hook records that frame's return. CPython's own hooks
 // saw it return before: record that here, so that these calls follow it, as calls of its caller.
 // Replay closes the innermost Python slice at this event and ignores its late return event.
+template <bool kMemory>
 FRAMESCOPE_NOINLINE void record_exit_before_cleanup(internal::ThreadBuffer* buffer) {
-  buffer->append(now_ticks(), internal::pack_word(internal::EventKind::kPyExitEarly, 0));
+  const uint64_t ticks = now_ticks();
+  if (kMemory) flush_allocations(buffer, ticks);
+  buffer->append(ticks, internal::pack_word(internal::EventKind::kPyExitEarly, 0));
 }
 #endif
 
@@ -146,9 +168,13 @@ FRAMESCOPE_NOINLINE void record_exit_before_cleanup(internal::ThreadBuffer* buff
 // no hooked frame open). Records an anchor (the caller, for replay to close the frames from the
 // start that ended unseen) and, on 3.10/3.11, takes the initial-frame watch off the thread while
 // the call runs (initial_frames.h). Out of line: the hot path pays only the depth test.
+template <bool kMemory>
 FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* frame,
                                                     int throwflag, HookThread& h,
                                                     internal::ThreadBuffer* buffer) {
+  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+    return chain(ts, frame, throwflag);  // never runs: not a call of the trace
+  }
   PyCodeObject* code = frame_code(frame);
   const uint64_t ticks = now_ticks();
   const uint64_t compact = fast_compact_call(code);
@@ -158,6 +184,7 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
 #if !FS_PY312
   const bool paused = initial_watch_pause(ts);
 #endif
+  if (kMemory) flush_allocations(buffer, ticks);
   if (compact) {
     buffer->append_compact(ticks, compact);
   } else {
@@ -166,48 +193,62 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
   --h.depth;
-  record_return(buffer);
+  record_return<kMemory>(buffer);
 #if !FS_PY312
   if (paused) initial_watch_resume(ts);
 #endif
   return result;
 }
 
+// The hook's recording path. The plain variant (kMemory false) is the same code as without
+// memory profiling; the memory variant writes the thread's counted allocations before each
+// call and return it records (memory_hooks.h).
+template <bool kMemory>
 FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                HookThread& h) {
   internal::ThreadBuffer* buffer = internal::current_buffer();
   if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);
   if (FRAMESCOPE_UNLIKELY(h.depth == 0)) {
-    return traced_eval_outermost(ts, frame, throwflag, h, buffer);
+    return traced_eval_outermost<kMemory>(ts, frame, throwflag, h, buffer);
+  }
+  // A frame that fails the recursion check never runs: not a call of the trace.
+  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+    return chain(ts, frame, throwflag);
   }
 #if FS_PY312
-  if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) record_exit_before_cleanup(buffer);
+  if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {
+    record_exit_before_cleanup<kMemory>(buffer);
+  }
 #endif
-  if (FRAMESCOPE_UNLIKELY(!record_call(buffer, frame_code(frame), frame))) {
+  if (FRAMESCOPE_UNLIKELY(!record_call<kMemory>(buffer, frame_code(frame), frame))) {
     return chain(ts, frame, throwflag);
   }
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
   --h.depth;
-  record_return(buffer);
+  record_return<kMemory>(buffer);
   return result;
 }
 
 // The frame as the interpreter would run it without the eval_frame API: recorded when the
 // tracer records, then chained (run_frame() and dispatch_frame() share it).
+template <bool kMemory>
 FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                    HookThread& h) {
-  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) return traced_eval(ts, frame, throwflag, h);
+  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) {
+    return traced_eval<kMemory>(ts, frame, throwflag, h);
+  }
   return chain(ts, frame, throwflag);
 }
 
 // What the hook does with a frame once the stack has room: the eval_frame API's interception,
 // the tracer's recording, or a plain chain. Inlined into the hook so that a traced call costs
 // one C frame.
+template <bool kMemory>
 FRAMESCOPE_ALWAYS_INLINE PyObject* dispatch_frame(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                   HookThread& h) {
   if (FRAMESCOPE_UNLIKELY(h.eval_callback != nullptr)) return eval_api_frame(ts, frame, throwflag);
-  return record_or_chain(ts, frame, throwflag, h);
+  return record_or_chain<kMemory>(ts, frame, throwflag, h);
 }
 
 struct SegmentCall {
@@ -219,7 +260,9 @@ struct SegmentCall {
 
 void run_segment_call(void* p) {
   auto* call = static_cast<SegmentCall*>(p);
-  call->result = dispatch_frame(call->ts, call->frame, call->throwflag, t_hook);
+  call->result = g_memory_tracking
+                     ? dispatch_frame<true>(call->ts, call->frame, call->throwflag, t_hook)
+                     : dispatch_frame<false>(call->ts, call->frame, call->throwflag, t_hook);
 }
 
 // Runs the frame on `segment`. The thread state, the GIL and CPython's own counters are not
@@ -271,6 +314,7 @@ FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int 
   return true;
 }
 
+template <bool kMemory>
 PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
   HookThread& h = t_hook;
   char marker;
@@ -280,7 +324,7 @@ PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag
       return result;
     }
   }
-  return dispatch_frame(ts, frame, throwflag, h);
+  return dispatch_frame<kMemory>(ts, frame, throwflag, h);
 }
 
 }  // namespace
@@ -315,7 +359,8 @@ bool c_stack_nearly_exhausted() {
 }
 
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
-  return record_or_chain(ts, frame, throwflag, t_hook);
+  return g_memory_tracking ? record_or_chain<true>(ts, frame, throwflag, t_hook)
+                            : record_or_chain<false>(ts, frame, throwflag, t_hook);
 }
 
 PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {
@@ -334,9 +379,9 @@ void hook_acquire(HookUser user) {
   prepare_hook_thread();
   if (g_hook_users == 0) {
     EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());
-    if (current != framescope_eval_frame) {
+    if (!is_our_eval(current)) {
       g_previous_eval = current;
-      _PyInterpreterState_SetEvalFrameFunc(interp(), framescope_eval_frame);
+      _PyInterpreterState_SetEvalFrameFunc(interp(), g_installed_eval);
     } else if (!g_previous_eval) {
       g_previous_eval = _PyEval_EvalFrameDefault;
     }
@@ -355,18 +400,23 @@ void hook_release(HookUser user) {
 unsigned hook_users() { return g_hook_users; }
 
 bool hook_is_current() {
-  return _PyInterpreterState_GetEvalFrameFunc(interp()) == framescope_eval_frame;
+  return is_our_eval(_PyInterpreterState_GetEvalFrameFunc(interp()));
 }
 
 std::string foreign_frame_hook() {
   EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());
-  if (current == _PyEval_EvalFrameDefault || current == framescope_eval_frame) return {};
+  if (current == _PyEval_EvalFrameDefault || is_our_eval(current)) return {};
   // The eval function is a C function pointer; dladdr names it for the message when it can.
   Dl_info info{};
   char address[32];
   std::snprintf(address, sizeof address, "%p", reinterpret_cast<void*>(current));
   if (dladdr(reinterpret_cast<void*>(current), &info) == 0 || !info.dli_fname) return address;
   return std::string(info.dli_sname ? info.dli_sname : address) + " in " + info.dli_fname;
+}
+
+void hook_set_memory_variant(bool memory) {
+  g_installed_eval = memory ? framescope_eval_frame<true> : framescope_eval_frame<false>;
+  if (hook_is_current()) _PyInterpreterState_SetEvalFrameFunc(interp(), g_installed_eval);
 }
 
 bool hook_detach_for_tracer() {

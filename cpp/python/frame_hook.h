@@ -49,6 +49,10 @@ void hook_release(HookUser user);
 unsigned hook_users();
 /// True when our function is the interpreter's eval function right now.
 bool hook_is_current();
+/// Installs (now, if ours is installed, and from then on) the hook variant that also writes the
+/// thread's counted Python allocations before each recorded call and return (memory_hooks.h),
+/// or the plain one. Needs the GIL.
+void hook_set_memory_variant(bool memory);
 /// Removes our function while the tracer is its only user (the deep-recursion switch);
 /// returns false when the eval_frame API also needs it.
 bool hook_detach_for_tracer();

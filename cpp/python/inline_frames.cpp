@@ -6,6 +6,7 @@
 
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
+#include "memory_hooks.h"
 #include "tracer.h"
 
 namespace framescope::py {
@@ -112,18 +113,12 @@ void inline_frames_stop() {
 }
 
 void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame) {
-  if (!g_active) return;
-  // Classes created during the session: by name, or as the __init__ its first argument's class
-  // runs (an __init__ bound under another name). Their sites see calls through the hook first.
-  bool init = is_init_name(code->co_name);
-  if (!init && frame && code->co_argcount >= 1 && frame->localsplus[0]) {
-    PyTypeObject* type = Py_TYPE(frame->localsplus[0]);
-    PyObject* name = init_name();
-    PyObject* found = name ? _PyType_Lookup(type, name) : nullptr;  // borrowed
-    init = found && PyFunction_Check(found) &&
-           PyFunction_GET_CODE(found) == reinterpret_cast<PyObject*>(code);
-  }
-  if (!init) return;
+  if (!g_active || !frame || code->co_argcount < 1) return;
+  // The __init__ its first argument's class runs, when a site can inline it for that class:
+  // a class made during the session whose __init__ is a function made before (by any name).
+  // Only these: every watched code pays two callbacks per call, inlined or not.
+  PyObject* self = frame->localsplus[0];
+  if (!self || PyCell_Check(self) || inlinable_init_code(Py_TYPE(self)) != code) return;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);  // the hook may run a frame with an exception set
   watch(code);
@@ -137,6 +132,7 @@ void inline_frame_started(PyCodeObject* code, FsFrame* frame) {
   const uint64_t ticks = now_ticks();
   const uint64_t key = frame_key(code, frame);
   if (!key) return;
+  if (g_memory_tracking) flush_allocations(buffer, ticks);
   buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
   t_inline_frames.push_back(frame);
 }
@@ -145,7 +141,9 @@ void inline_frame_ended(FsFrame* frame) {
   if (t_inline_frames.empty() || t_inline_frames.back() != frame) return;
   t_inline_frames.pop_back();
   if (internal::ThreadBuffer* buffer = internal::current_buffer()) {
-    buffer->append(now_ticks(), internal::pack_word(internal::EventKind::kPyReturn, 0));
+    const uint64_t ticks = now_ticks();
+    if (g_memory_tracking) flush_allocations(buffer, ticks);
+    buffer->append(ticks, internal::pack_word(internal::EventKind::kPyReturn, 0));
   }
 }
 

@@ -19,8 +19,9 @@ namespace framescope::py {
 bool inline_frames_start();
 /// Forgets the frames entered so far. Needs the GIL.
 void inline_frames_stop();
-/// Called once per code object and session (register_code): watches it when it is a class's
-/// __init__ (`frame`, when not null, is a frame about to run it, whose first argument is self).
+/// Called once per code object and session (register_code): watches it when it is the __init__
+/// a specialized site can enter for the class of the frame's first argument (`frame`, when not
+/// null, is a frame about to run the code).
 void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame);
 /// sys.monitoring PY_START of a watched code: records the call when `frame` was entered inline.
 void inline_frame_started(PyCodeObject* code, FsFrame* frame);

@@ -12,6 +12,8 @@ namespace framescope::py {
 void bind_session(nb::module_& m);
 void bind_session_control(nb::module_& m);  // session_control.cpp
 void bind_trace(nb::module_& m);
+void bind_analysis(nb::module_& m);  // bindings_analysis.cpp
+void bind_snapshot(nb::module_& m);  // bindings_snapshot.cpp
 void bind_trace_processes(nb::module_& m);  // bindings_processes.cpp
 bool bench_hooks_init(PyObject* module);  // bench_hooks.cpp (benchmarks)
 bool torch_ops_init(PyObject* module);    // torch_ops.cpp (profile(torch_ops=True))
@@ -30,6 +32,8 @@ NB_MODULE(_core, m) {
   const char* leak_warnings = std::getenv("FRAMESCOPE_NB_LEAK_WARNINGS");
   nb::set_leak_warnings(leak_warnings && std::strcmp(leak_warnings, "1") == 0);
   framescope::py::bind_trace(m);
+  framescope::py::bind_analysis(m);
+  framescope::py::bind_snapshot(m);
   framescope::py::bind_trace_processes(m);
   framescope::py::bind_session(m);
   framescope::py::bind_session_control(m);

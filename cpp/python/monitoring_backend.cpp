@@ -43,14 +43,20 @@ PyObject* mon_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   Py_RETURN_NONE;
 }
-// PY_RETURN, PY_YIELD, PY_UNWIND
-PyObject* mon_exit(PyObject*, PyObject* const*, Py_ssize_t) {
+// True when args[0] is a code object whose frames (and C calls) this session does not record
+// (include_files/exclude_files, framescope's own files): its call was not recorded either.
+bool skipped_code_arg(PyObject* const* args, Py_ssize_t nargs) {
+  return nargs >= 1 && PyCode_Check(args[0]) &&
+         skipped_code(reinterpret_cast<PyCodeObject*>(args[0]));
+}
+// PY_RETURN, PY_YIELD, PY_UNWIND(code, offset, ...)
+PyObject* mon_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (g_fb.python_frames) {
     if (FRAMESCOPE_UNLIKELY(t_first_event_epoch != g_tracer.epoch)) {
       t_first_event_epoch = g_tracer.epoch;
       initial_frames_first_event(PyThreadState_Get());
     }
-    record_python_return();
+    if (!skipped_code_arg(args, nargs)) record_python_return();
   } else if (g_fb.hook_extras) {
     PyThreadState* ts = PyThreadState_Get();
     if (FsFrame* frame = current_interpreter_frame(ts)) {
@@ -60,14 +66,14 @@ PyObject* mon_exit(PyObject*, PyObject* const*, Py_ssize_t) {
   }
   Py_RETURN_NONE;
 }
-// CALL(code, offset, callable, arg0)
+// CALL(code, offset, callable, arg0): `code` is the caller's
 PyObject* mon_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (g_fb.c_calls && nargs >= 3) record_c_call(args[2]);
+  if (g_fb.c_calls && nargs >= 3 && !skipped_code_arg(args, nargs)) record_c_call(args[2]);
   Py_RETURN_NONE;
 }
 // C_RETURN, C_RAISE(code, offset, callable, arg0)
 PyObject* mon_c_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (g_fb.c_calls && nargs >= 3) record_c_return(args[2]);
+  if (g_fb.c_calls && nargs >= 3 && !skipped_code_arg(args, nargs)) record_c_return(args[2]);
   Py_RETURN_NONE;
 }
 

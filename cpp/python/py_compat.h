@@ -90,6 +90,26 @@ inline bool frame_entered_inline(const FsFrame* f) noexcept {
 }
 #endif
 
+/// True when the evaluation of a frame about to start on `ts` will fail CPython's recursion check
+/// before its first instruction (RecursionError): such a frame never runs, and CPython's hooks
+/// report nothing of it. Hot path: one compare of a field the evaluation loop uses anyway. On
+/// 3.10 the thread state does not hold the limit: from depth `check_from` on (half the limit at
+/// the session's start), the limit is asked for; a limit lowered below that during the session
+/// lets such frames through as calls.
+FRAMESCOPE_ALWAYS_INLINE bool frame_start_fails_recursion_check(PyThreadState* ts,
+                                                                int check_from) noexcept {
+#if FS_PY312
+  (void)check_from;
+  return FRAMESCOPE_UNLIKELY(ts->py_recursion_remaining <= 0) && !ts->recursion_headroom;
+#elif FS_PY311
+  (void)check_from;
+  return FRAMESCOPE_UNLIKELY(ts->recursion_remaining <= 0) && !ts->recursion_headroom;
+#else
+  return FRAMESCOPE_UNLIKELY(ts->recursion_depth >= check_from) &&
+         ts->recursion_depth >= Py_GetRecursionLimit() && !ts->recursion_headroom;
+#endif
+}
+
 #if !FS_PY312
 /// Sets the thread's profile function without the audit event and reference juggling of
 /// _PyEval_SetProfile, for a function with no object (the caller installed it once through

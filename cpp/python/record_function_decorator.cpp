@@ -7,6 +7,7 @@
 
 #include <structmember.h>
 
+#include "memory_hooks.h"
 #include "record_function_internal.h"
 
 namespace framescope::py {
@@ -33,7 +34,9 @@ PyObject* wrapper_vectorcall(PyObject* self_obj, PyObject* const* args, size_t n
   if (range.is_active() && !begin_python_range(range, self->name, self->args, self->name_cache)) {
     return nullptr;
   }
-  return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+  PyObject* result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+  flush_thread_allocations();  // charged to the range, which ends here
+  return result;
 }
 
 // Bound like a function: looked up on an instance, the wrapper becomes a method of it.

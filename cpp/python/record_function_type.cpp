@@ -12,6 +12,7 @@
 #include "framescope/internal/thread_buffer.h"
 #include "framescope/record_function.h"
 #include "py_text.h"
+#include "memory_hooks.h"
 #include "record_function_internal.h"
 #include "tracer_api.h"
 
@@ -147,6 +148,7 @@ PyObject* rf_enter(PyObject* self_obj) {
 bool begin_python_range(RecordFunction& range, PyObject* name, PyObject* args,
                         RangeNameCache& cache) {
   anchor_outermost_range();
+  flush_thread_allocations();  // what was allocated before the range is not the range's
   Py_ssize_t size = 0;
   const char* utf8 = PyUnicode_AsUTF8AndSize(name, &size);  // cached by the str
   if (FRAMESCOPE_UNLIKELY(!utf8)) {
@@ -186,6 +188,7 @@ namespace {
 PyObject* rf_exit(PyObject* self_obj) {
   auto* self = reinterpret_cast<RecordFunctionObject*>(self_obj);
   if (self->entered) {
+    flush_thread_allocations();  // charged to the range
     self->range()->end();
     self->range()->~RecordFunction();
     self->entered = false;

@@ -15,6 +15,7 @@
 #include "framescope/session.h"
 #include "framescope/stored_trace.h"
 #include "initial_frames_api.h"
+#include "memory_hooks.h"
 #include "py_text.h"
 #include "session_impl.h"
 #include "thread_names.h"
@@ -65,8 +66,13 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
                    const std::string& backend, bool c_calls,
                    const std::vector<std::string>& prune_prefixes, nb::handle native_ids,
                    size_t memory_limit, bool keep_newest, bool propagated_only, bool torch_ops,
+                   int64_t cpu_sample_period_ns, const std::vector<std::string>& skip_prefixes,
+                   const std::vector<std::string>& skip_files,
+                   const std::vector<std::string>& include_files,
+                   const std::vector<std::string>& exclude_files,
                    const std::string& skip_frames_prefix, const std::string& stream_to) {
   SessionConfig config;
+  config.cpu_sample_period_ns = cpu_sample_period_ns;
   config.record_shapes = record_shapes;
   config.profile_memory = profile_memory;
   config.with_flops = with_flops;
@@ -78,6 +84,10 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
   options.backend = parse_backend(backend);
   options.c_calls = c_calls;
   options.prune_prefixes = prune_prefixes;
+  options.skip_prefixes = skip_prefixes;
+  options.skip_files = skip_files;
+  options.include_globs = include_files;
+  options.exclude_globs = exclude_files;
   if (c_calls && options.backend == TracerBackend::kNone) {
     throw nb::value_error("framescope: c_calls needs the Python tracer (with_stack=True)");
   }
@@ -103,6 +113,7 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
   }
   g_owner = Py_NewRef(owner.ptr());
   g_torch_ops = torch_ops;
+  if (profile_memory) memory_hooks_start(internal::g_session_epoch.load(std::memory_order_relaxed));
 }
 
 // Stops the session `owner` started: its trace goes to owner._trace (None unless `keep`).
@@ -116,6 +127,11 @@ bool stop_session(nb::handle owner, bool keep) {
   auto names = thread_names_collect();
   thread_names_release();
   const std::string backend = tracer_backend_description();
+  if (g_memory_tracking && !memory_hooks_stop()) {
+    internal::add_session_warning(
+        "framescope: another tool (tracemalloc?) wrapped Python's allocators during the session; "
+        "framescope's counting wrappers stay under it, counting nothing");
+  }
   tracer_stop();
   RawTracePtr raw;
   try {
@@ -305,7 +321,10 @@ void bind_session_control(nb::module_& m) {
   m.def("_start", &start_session, "owner"_a, "record_shapes"_a, "profile_memory"_a, "with_flops"_a,
         "backend"_a, "c_calls"_a, "prune_prefixes"_a, "native_ids"_a.none(), "memory_limit"_a,
         "keep_newest"_a, "propagated_only"_a = false, "torch_ops"_a = false,
-        "skip_frames_prefix"_a = "", "stream_to"_a = "");
+        "cpu_sample_period_ns"_a = 0, "skip_prefixes"_a = std::vector<std::string>(),
+        "skip_files"_a = std::vector<std::string>(), "include_files"_a = std::vector<std::string>(),
+        "exclude_files"_a = std::vector<std::string>(), "skip_frames_prefix"_a = "",
+        "stream_to"_a = "");
   m.def("_stop", &stop_session, "owner"_a, "keep"_a = true);
   m.def(
       "_session_owner", [] { return g_owner ? nb::borrow(g_owner) : nb::none(); },

@@ -56,6 +56,11 @@ FsFrame* interpreter_frame_of(PyFrameObject* f) {
 }
 
 int profile_callback(PyObject* chained, PyFrameObject* frame, int what, PyObject* arg) {
+  // Frames this session does not record (include_files/exclude_files, framescope's own files):
+  // neither their return nor their C calls (their call was not recorded: register_code()
+  // answered 0). Frames from the start still end for initial_frames.h.
+  const bool skipped =
+      what != PyTrace_CALL && skipped_code(frame_code(interpreter_frame_of(frame)));
   switch (what) {
     case PyTrace_CALL:
 #if !FS_PY311
@@ -86,18 +91,18 @@ int profile_callback(PyObject* chained, PyFrameObject* frame, int what, PyObject
           t_first_event_epoch = g_tracer.epoch;
           initial_frames_first_event(PyThreadState_Get());
         }
-        fallback::record_python_return();
+        if (!skipped) fallback::record_python_return();
       } else {
         // Frame-hook backend with C calls: the frames from the start end here (initial_frames.h).
         initial_frame_ended(PyThreadState_Get(), interpreter_frame_of(frame));
       }
       break;
     case PyTrace_C_CALL:
-      if (g_fb.c_calls) fallback::record_c_call(arg);
+      if (g_fb.c_calls && !skipped) fallback::record_c_call(arg);
       break;
     case PyTrace_C_RETURN:
     case PyTrace_C_EXCEPTION:
-      if (g_fb.c_calls) fallback::record_c_return(arg);
+      if (g_fb.c_calls && !skipped) fallback::record_c_return(arg);
       break;
     default:
       break;

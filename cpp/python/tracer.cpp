@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "code_filter.h"
 #include "frame_hook.h"
 #include "initial_frames.h"
 #include "inline_frames.h"
@@ -23,6 +24,7 @@ namespace {
 // trace is replayed, so a key (an address) can never be reused by another object meanwhile.
 struct TracerSession {
   TracerOptions options;
+  CodeFilter filter;
   std::vector<PyObject*> codes;                                            // strong
   std::unordered_map<uint64_t, std::pair<PyObject*, const char*>> labels;  // key -> (type, label)
   std::string backend;
@@ -48,12 +50,33 @@ TracerBackend fallback_backend() {
 }
 
 // First argument of a frame that has not started running (self of a method call). Borrowed.
+// First argument of a frame (self of a method call), also when a closure captures it: then
+// the frame holds it in a cell. Borrowed; null when there is none.
 PyObject* first_argument(PyCodeObject* code, FsFrame* frame) {
   if (!frame || code->co_argcount < 1) return nullptr;
 #if FS_PY311
-  return frame->localsplus[0];
+  // 3.11+: the argument's own slot becomes a cell when the frame runs MAKE_CELL, its first
+  // instruction (so after the hook saw it, before the fallbacks' events).
+  constexpr char kFastCell = 0x40;  // CO_FAST_CELL of internal/pycore_code.h, 3.11-3.13
+  PyObject* first = frame->localsplus[0];
+  if (first && PyCell_Check(first) &&
+      (PyBytes_AS_STRING(code->co_localspluskinds)[0] & kFastCell)) {
+    first = PyCell_GET(first);
+  }
+  return first;
 #else
-  return frame->f_localsplus[0];
+  // 3.10: the frame's setup moves a captured argument into its cell and clears the slot.
+  PyObject* first = frame->f_localsplus[0];
+  if (!first && code->co_cell2arg) {
+    const Py_ssize_t cells = PyTuple_GET_SIZE(code->co_cellvars);
+    for (Py_ssize_t i = 0; i < cells; ++i) {
+      if (code->co_cell2arg[i] != 0) continue;
+      PyObject* cell = frame->f_localsplus[code->co_nlocals + i];
+      if (cell && PyCell_Check(cell)) first = PyCell_GET(cell);
+      break;
+    }
+  }
+  return first;
 #endif
 }
 
@@ -118,8 +141,13 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
     PyErr_Clear();
     return 0;
   }
-  const bool first_in_session = extra->traced_epoch != g_tracer.epoch;
-  if (first_in_session) {
+  if (extra->traced_epoch == (g_tracer.epoch | kSkippedEpochBit)) return 0;
+  if (extra->traced_epoch != g_tracer.epoch) {
+    if (!g_session->filter.records(code)) {
+      extra->traced_epoch = g_tracer.epoch | kSkippedEpochBit;
+      extra->compact_call_bits = 0;
+      return 0;
+    }
     g_session->codes.push_back(reinterpret_cast<PyObject*>(code));
     Py_INCREF(code);
     extra->traced_epoch = g_tracer.epoch;
@@ -154,6 +182,16 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
     }
   }
   return reinterpret_cast<uint64_t>(code);
+}
+
+bool skipped_code_slow(PyCodeObject* code) {
+  if (!g_session) return false;
+  const CodeExtra* extra = find_code_extra(code);
+  if (!extra || (extra->traced_epoch & ~kSkippedEpochBit) != g_tracer.epoch) {
+    register_code(code, nullptr);  // classifies it (a code seen first at its return or C call)
+    extra = find_code_extra(code);
+  }
+  return extra && extra->traced_epoch == (g_tracer.epoch | kSkippedEpochBit);
 }
 
 bool tracer_label_calls(PyObject* code, const std::string& label) {
@@ -202,10 +240,15 @@ bool tracer_start(const TracerOptions& options, PyObject* native_ids,
   }
   g_session = new TracerSession();
   g_session->options = options;
+  g_session->filter.skip_prefixes = options.skip_prefixes;
+  g_session->filter.skip_files = options.skip_files;
+  g_session->filter.include_globs = options.include_globs;
+  g_session->filter.exclude_globs = options.exclude_globs;
   std::sort(g_session->options.prune_prefixes.begin(), g_session->options.prune_prefixes.end(),
             [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   g_tracer.epoch = epoch;
   g_tracer.backend = options.backend;
+  g_tracer.recursion_check_depth = Py_GetRecursionLimit() / 2;
   const bool hook_backend = options.backend == TracerBackend::kFrameHook;
   // The frame hook cannot see frames end that it did not see start: sys.monitoring watches a
   // few code objects for it (3.12+). Without a free tool id, anchors remain (initial_frames.h).
@@ -214,6 +257,12 @@ bool tracer_start(const TracerOptions& options, PyObject* native_ids,
   if (watch && !monitoring_watch_start()) {
     PyErr_Clear();
     watch = false;
+    internal::add_session_warning(
+        "framescope: no sys.monitoring tool id is free: frames running at the start end at their "
+        "thread's next Python call rather than when they return" +
+        std::string(FS_PY313 ? ", and __init__ calls that specialized Cls(...) sites make "
+                               "without the frame hook are missing"
+                             : ""));
   }
   if (watch) g_session->fallback_running = true;
   if (watch && !inline_frames_start()) {

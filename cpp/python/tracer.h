@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,30 @@ struct TracerState {
   bool hook_records_exits = false;   ///< the hook records exit events (false after a switch)
   uint64_t epoch = 0;                ///< session epoch codes are registered for
   TracerBackend backend = TracerBackend::kNone;
+  /// 3.10: thread recursion depth from which the hook asks whether a frame fails the recursion
+  /// check (frame_start_fails_recursion_check): half the limit at the session's start.
+  int recursion_check_depth = INT_MAX;
 };
 extern TracerState g_tracer;
 
-/// Slow path of frame_key(): registers `code` in this session. Null key (0) on failure.
+/// CodeExtra::traced_epoch of a code object whose frames this session does not record
+/// (code_filter.h): the session's epoch with this bit, so that registered_fast_code() fails for
+/// it and register_code() answers 0 (record nothing, chain) at once.
+constexpr uint64_t kSkippedEpochBit = uint64_t(1) << 63;
+
+/// skipped_code() of a code object not registered in this session yet (a frame that was running
+/// before the session started): decides it now.
+bool skipped_code_slow(PyCodeObject* code);
+
+/// True when this session does not record frames of `code` (nor its C calls). Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE bool skipped_code(PyCodeObject* code) {
+  const CodeExtra* extra = find_code_extra(code);
+  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch)) return false;
+  return skipped_code_slow(code);
+}
+
+/// Slow path of frame_key(): registers `code` in this session. Null key (0) on failure, and for
+/// code the session does not record (skipped_code()): the caller then records nothing.
 uint64_t register_code(PyCodeObject* code, FsFrame* frame);
 
 /// The CodeExtra of `code` when its calls need no register_code() in this session (it is

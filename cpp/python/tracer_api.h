@@ -24,6 +24,11 @@ struct TracerOptions {
   TracerBackend backend = TracerBackend::kFrameHook;  ///< requested backend
   bool c_calls = false;                               ///< also record builtins called from Python
   std::vector<std::string> prune_prefixes;            ///< path prefixes removed from file names
+  // Which files' frames are recorded (code_filter.h): decided once per code object.
+  std::vector<std::string> skip_prefixes;  ///< never recorded (framescope's own package)
+  std::vector<std::string> skip_files;     ///< never recorded (the launcher's files)
+  std::vector<std::string> include_globs;  ///< when set, only matching files are recorded
+  std::vector<std::string> exclude_globs;  ///< matching files are not recorded
 };
 
 /// Learns the calling thread's stack bounds for the frame hook, if not known yet. Call it before

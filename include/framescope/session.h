@@ -41,6 +41,9 @@ struct SessionConfig {
   size_t memory_limit_bytes = size_t(1) << 30;  ///< across all threads; >= one chunk per thread
   size_t prefault_bytes = size_t(8) << 20;      ///< chunks faulted in at start, then reused
   bool start_stop_marks = true;                 ///< record "__start_profile"/"__stop_profile" marks
+  /// Read every recording thread's CPU clock this often from a thread of the session's own
+  /// (ThreadInfo::cpu_samples); 0: no CPU time. The recording threads pay nothing for it.
+  int64_t cpu_sample_period_ns = 0;
   /// Streaming capture: when set, full event chunks are written to this .fstrace file by a
   /// background thread while the session runs (a temporary next to it until the stop, which
   /// renames it into place), so the session's memory stays flat however long it runs.
@@ -70,6 +73,14 @@ SessionConfig profiler_config();
 /// completed by StoredTrace::from_raw or replay). Throws SessionError when no session is
 /// enabled. Thread-safe.
 RawTracePtr disable_profiler();
+
+/// A copy of the active session's events so far, as disable_profiler() would return them had it
+/// been called now, while the session goes on recording (the flight recorder's dump: with
+/// LimitPolicy::kKeepNewest, the window of newest events). Copies the buffers (transiently up to
+/// memory_limit_bytes more memory). Throws SessionError when no session is enabled.
+/// Thread-safe; the recording threads are not stopped (a thread appending while it is copied
+/// contributes its events up to that moment).
+RawTracePtr snapshot_profiler();
 
 /// Records an instant event (a mark) on the calling thread; no-op without a session.
 void mark(std::string_view name) noexcept;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "framescope/output.h"
+#include "framescope/replay_filter.h"
 #include "framescope/session.h"
 #include "framescope/trace_visitor.h"
 
@@ -70,6 +71,7 @@ class StoredTrace final : public TraceSource {
   /// `offset_ns` (symbols are re-interned). Threads keep their pids, unless `separate_pids`:
   /// then every pid of `other` that this trace already has (another host's process, a reused
   /// pid) becomes a fresh one, above every pid of both, in its threads and its process entry.
+  /// Keeps this trace's filter.
   /// Process entries are united; for a pid both have, this trace's entry is kept.
   StoredTrace merged(const StoredTrace& other, int64_t offset_ns = 0,
                      bool separate_pids = false) const;
@@ -79,6 +81,11 @@ class StoredTrace final : public TraceSource {
   const std::vector<ProcessInfo>& processes() const noexcept { return processes_; }
   /// A copy of this trace whose entry for `info.pid` is `info` (added, or replacing the old).
   StoredTrace with_process(ProcessInfo info) const;
+
+  /// The same events read through `filter` (every reader: visit(), event_count(), writers).
+  /// The parts are shared, not copied; serialize() writes every recorded event regardless.
+  StoredTrace with_filter(const ReplayFilter& filter) const;
+  const ReplayFilter& filter() const noexcept { return filter_; }
 
   // ---- TraceSource ----
   /// Counted by one replay the first time it is asked (then cached). Thread-safe.
@@ -125,6 +132,7 @@ class StoredTrace final : public TraceSource {
   int64_t stop_ns_ = 0;
   uint64_t dropped_ = 0;
   uint64_t recorded_ = 0;
+  ReplayFilter filter_;
   mutable std::atomic<int64_t> event_count_{-1};
 };
 

@@ -54,7 +54,13 @@ struct EventDetail {
   std::vector<RangeInput> inputs;
 };
 
-/// A memory sample reported through record_memory().
+/// MemorySample::device of Python's allocations (profile_memory): `bytes` were allocated
+/// through PyMem/PyObject on the thread since its previous event, `total_allocated` is the
+/// thread's running sum since the session started (allocations only: frees are not seen).
+constexpr int32_t kPythonAllocatorDevice = -2;
+
+/// A memory sample reported through record_memory(), or Python's allocations between two events
+/// of a thread (device kPythonAllocatorDevice).
 struct MemorySample {
   int64_t time_ns = 0;
   uint32_t thread = 0;
@@ -65,6 +71,14 @@ struct MemorySample {
   int32_t device = -1;
 };
 
+/// One reading of a thread's CPU clock (CLOCK_THREAD_CPUTIME_ID) at a time of the trace's clock.
+/// Sessions with CPU sampling read every recording thread's clock every period (Python: 4 ms)
+/// (cpp/core/cpu_sampler.cpp); readers interpolate between readings (cpu_clock.h).
+struct CpuSample {
+  int64_t time_ns = 0;  ///< CLOCK_MONOTONIC ns, like the events
+  int64_t cpu_ns = 0;   ///< CPU time the thread had used by then
+};
+
 /// A thread (or, after merge(), a thread of another process) that recorded events.
 struct ThreadInfo {
   int64_t pid = 0;
@@ -72,6 +86,8 @@ struct ThreadInfo {
   uint64_t pthread_id = 0;
   uint64_t logical_tid = 0;
   std::string name;
+  /// CPU clock readings in time order; empty when the session did not sample CPU time.
+  std::vector<CpuSample> cpu_samples;
 };
 
 /// A process of a trace (one per pid): what viewers call its group of thread tracks. Traces of

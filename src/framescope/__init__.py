@@ -13,22 +13,29 @@ from framescope._core import is_enabled, mark, record_function, record_memory
 from framescope import eval_frame
 from framescope._version import __version__ as __version__
 from framescope.events import Event, EventList, MemoryEvent
+from framescope.key_averages import FunctionEventAvg, KeyAverages
 from framescope.profiler import label_calls, load, profile
+from framescope.schedule import ProfilerAction, schedule, trace_handler
 
 __all__ = [
     "Event",
     "EventList",
     "eval_frame",
+    "FunctionEventAvg",
     "get_include",
     "is_enabled",
+    "KeyAverages",
     "label_calls",
     "load",
     "load_ipython_extension",
     "MemoryEvent",
     "mark",
     "profile",
+    "ProfilerAction",
     "record_function",
     "record_memory",
+    "schedule",
+    "trace_handler",
 ]
 
 

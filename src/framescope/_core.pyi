@@ -24,6 +24,11 @@ def _start(
     keep_newest: bool,
     propagated_only: bool = False,
     torch_ops: bool = False,
+    cpu_sample_period_ns: int = 0,
+    skip_prefixes: list[str] = ...,
+    skip_files: list[str] = ...,
+    include_files: list[str] = ...,
+    exclude_files: list[str] = ...,
     skip_frames_prefix: str = "",
     stream_to: str = "",
 ) -> None:
@@ -32,7 +37,8 @@ def _start(
     bad backend, OSError when the ``stream_to`` file cannot be created). The frames running on
     every thread become open slices (``native_ids``: thread ident -> OS id); with the frame hook,
     the caller's innermost frames whose file starts with ``skip_frames_prefix`` (framescope's
-    own) are left out."""
+    own) are left out. ``cpu_sample_period_ns`` > 0 samples every recording thread's CPU clock
+    that often; the skip/include/exclude lists choose the files whose frames are recorded."""
 
 def _stop(owner: object, keep: bool = True) -> bool:
     """Stops the session ``owner`` started; its Trace (None unless ``keep``) goes to
@@ -48,6 +54,13 @@ def _profile_start(self: Any) -> Any: ...
 def _profile_enter(self: Any) -> Any: ...
 def _profile_stop(self: Any) -> Any: ...
 def _profile_exit(self: Any, exc_type: Any, exc: Any, tb: Any) -> None: ...
+
+def _allocators_wrapped() -> tuple[bool, bool]:
+    """(MEM, OBJ): whether framescope's counting wrapper is the installed allocator (tests)."""
+
+def _snapshot() -> Trace:
+    """The running session's events so far as a Trace; the session goes on recording
+    (RuntimeError when none runs)."""
 
 def is_enabled() -> bool:
     """True while a framescope session records."""
@@ -202,6 +215,27 @@ class Trace:
     def memory(self) -> list[tuple[int, int, int, int, int, int, int]]:
         """(time ns, thread, address, bytes, total allocated, total reserved, device)."""
 
+
+# --- analysis (cpp/analysis, cpp/python/bindings_analysis.cpp)
+
+_KeyAverageRow = tuple[
+    str, str, int | None, str, list[str], int, int, int, int | None, int | None, int, int, int,
+    bool, bool, str, int,
+]
+
+def _with_filter(trace: Trace, min_duration_ns: int = 0, max_depth: int = 0) -> Trace:
+    """The same events read without slices shorter than ``min_duration_ns`` or deeper than
+    ``max_depth`` Python frames (0: no limit); ValueError for a negative duration."""
+
+def _key_averages(
+    trace: Trace,
+    group_by_input_shape: bool = False,
+    group_by_stack_n: int = 0,
+    group_by_thread: bool = False,
+) -> tuple[list[_KeyAverageRow], list[tuple[int, int | None]], bool, bool]:
+    """Per-key totals of one replay: rows of (name, category, thread, input shapes, stack,
+    count, total ns, self ns, on-CPU total ns, on-CPU self ns, memory total, memory self, flops,
+    is_async, top_level, file, line); per thread (self ns, on-CPU self ns); has_cpu; has_memory."""
 
 def _noop_eval_hook(enable: bool) -> None:
     """Installs (or removes) a PEP 523 hook that does nothing: the limit of any frame-hook tracer

@@ -1,35 +1,157 @@
-"""Summary tables over a replayed trace."""
+"""Summary tables over a replayed trace: what took the time, on every thread or per thread.
+
+Percentages are of the time recorded on the threads (the sum of every event's self time: each
+thread's time under its outermost recorded frames), so a table's self percentages add up to at
+most 100% however many threads ran. The header says what was measured: wall time, or time on a
+CPU (``sort_by="on_cpu"``, from the CPU clocks the session sampled).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+from framescope import _core
 
 if TYPE_CHECKING:
     from framescope._core import Trace
 
+SummarySort = Literal["self", "total", "calls", "on_cpu", "memory"]
+_SORTS = ("self", "total", "calls", "on_cpu", "memory")
 
-def _ms(ns: int) -> str:
+
+class _Row(NamedTuple):
+    name: str
+    thread: int | None
+    calls: int
+    total_ns: int
+    self_ns: int
+    cpu_total_ns: int | None
+    cpu_self_ns: int | None
+    memory_total: int
+    memory_self: int
+
+
+def _ms(ns: float) -> str:
     return f"{ns / 1e6:10.3f}"
 
 
-def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self") -> str:
-    """Top ``limit`` functions/ranges by ``sort_by`` ("self", "total" or "calls")."""
-    keys = {"self": 3, "total": 2, "calls": 1}
-    if sort_by not in keys:
-        raise ValueError(f"sort_by must be one of {sorted(keys)}, not {sort_by!r}")
-    rows = sorted(trace.stats(), key=lambda r: r[keys[sort_by]], reverse=True)
-    rows = [r for r in rows if r[1] > 0 and not r[0].startswith("__st")][:limit]
-    wall = max(trace.stop_ns - trace.start_ns, 1)
-    lines = [
-        f"{'calls':>10} {'self ms':>10} {'self %':>7} {'total ms':>10}  name",
-        f"{'-' * 10} {'-' * 10} {'-' * 7} {'-' * 10}  {'-' * 40}",
-    ]
-    for name, calls, total, self_ns, *_ in rows:
-        lines.append(
-            f"{calls:>10} {_ms(self_ns)} {100.0 * self_ns / wall:6.1f}% {_ms(total)}  {name}"
-        )
+def _pct(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:6.1f}%" if whole > 0 else "     --"
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:8.2f} {unit}"
+    return f"{n:8d} B "
+
+
+def _thread_label(threads: list[tuple[int, int, int, str]], i: int) -> str:
+    pid, tid, _, name = threads[i]
+    return f"{name or 'thread'} (tid {tid}, pid {pid})" if name else f"thread {tid} (pid {pid})"
+
+
+_ORDER = {
+    "self": lambda r: r.self_ns,
+    "total": lambda r: r.total_ns,
+    "calls": lambda r: r.calls,
+    "on_cpu": lambda r: r.cpu_self_ns or 0,
+    "memory": lambda r: r.memory_self,
+}
+
+
+def _table(rows: list[_Row], limit: int, sort_by: str, whole_wall: float,
+           whole_cpu: float | None, memory: bool) -> list[str]:
+    rows = sorted(rows, key=_ORDER[sort_by], reverse=True)[:limit]
+    if sort_by == "on_cpu":
+        head = f"{'calls':>10} {'on-CPU ms':>10} {'on-CPU%':>7} {'total ms':>10} {'wall ms':>10}"
+        rule = f"{'-' * 10} {'-' * 10} {'-' * 7} {'-' * 10} {'-' * 10}"
+    else:
+        head = f"{'calls':>10} {'self ms':>10} {'self %':>7} {'total ms':>10} {'total %':>7}"
+        rule = f"{'-' * 10} {'-' * 10} {'-' * 7} {'-' * 10} {'-' * 7}"
+        if whole_cpu is not None:
+            head += f" {'on-CPU ms':>10}"
+            rule += f" {'-' * 10}"
+    if memory:
+        head += f" {'self alloc':>11} {'total alloc':>11}"
+        rule += f" {'-' * 11} {'-' * 11}"
+    lines = [head + "  name", rule + "  " + "-" * 40]
+    for r in rows:
+        if sort_by == "on_cpu":
+            line = (f"{r.calls:>10} {_ms(r.cpu_self_ns or 0)} "
+                    f"{_pct(r.cpu_self_ns or 0, whole_cpu or 0)} {_ms(r.cpu_total_ns or 0)} "
+                    f"{_ms(r.self_ns)}")
+        else:
+            line = (f"{r.calls:>10} {_ms(r.self_ns)} {_pct(r.self_ns, whole_wall)} "
+                    f"{_ms(r.total_ns)} {_pct(r.total_ns, whole_wall)}")
+            if whole_cpu is not None:
+                line += " " + (_ms(r.cpu_self_ns) if r.cpu_self_ns is not None else f"{'--':>10}")
+        if memory:
+            line += f" {_bytes(r.memory_self)} {_bytes(r.memory_total)}"
+        lines.append(line + "  " + r.name)
+    return lines
+
+
+def _what(sort_by: str, scope: str) -> str:
+    """The table's first line: what was measured, in which order, of which whole."""
+    order = {"self": "self time", "total": "total time", "calls": "calls",
+             "on_cpu": "self time on CPU", "memory": "bytes allocated in the function itself"}[sort_by]
+    if sort_by == "on_cpu":
+        return (f"Time on CPU per function, by {order} (each thread's CPU clock read every ~4 ms, "
+                f"interpolated); % of {scope}")
+    return f"Wall time per function, by {order}; % of {scope}"
+
+
+def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
+                  by_thread: bool = False) -> str:
+    """Top ``limit`` functions/ranges by ``sort_by`` ("self", "total", "calls", "on_cpu" or
+    "memory": bytes allocated in the function itself), over all threads or, with
+    ``by_thread``, one table per thread. With memory samples (``profile_memory``) the table
+    has the bytes allocated in each function itself and with its callees.
+
+    Raises:
+        ValueError: an unknown ``sort_by``, "on_cpu" for a trace without CPU times, or
+            "memory" for one without memory samples.
+    """
+    if sort_by not in _SORTS:
+        raise ValueError(f"sort_by must be one of {', '.join(_SORTS)}, not {sort_by!r}")
+    raw, thread_totals, has_cpu, has_memory = _core._key_averages(trace, False, 0, by_thread)
+    if sort_by == "on_cpu" and not has_cpu:
+        raise ValueError("this trace has no CPU times (recorded with cpu_time=False, or loaded "
+                         "from an older file): sort by 'self', 'total' or 'calls'")
+    if sort_by == "memory" and not has_memory:
+        raise ValueError("this trace has no memory samples (record with profile_memory=True)")
+    rows = [_Row(r[0], r[2], r[5], r[6], r[7], r[8], r[9], r[10], r[11]) for r in raw if r[5] > 0]
+    threads = trace.threads
+    lines: list[str] = []
+    if by_thread:
+        lines.append(_what(sort_by, "each thread's own time"
+                           + (" on CPU" if sort_by == "on_cpu" else " recorded")))
+        for i, (wall, cpu) in enumerate(thread_totals):
+            mine = [r for r in rows if r[1] == i]
+            if not mine:
+                continue
+            cpu_text = f", {cpu / 1e6:.1f} ms on CPU" if cpu is not None else ""
+            lines.append(f"== {_thread_label(threads, i)}: {wall / 1e6:.1f} ms recorded{cpu_text}")
+            if sort_by == "on_cpu" and cpu is None:
+                lines.append("   (no CPU readings for this thread)")
+                continue
+            lines += _table(mine, limit, sort_by, wall, cpu, has_memory)
+    else:
+        wall = sum(w for w, _ in thread_totals)
+        cpu_total = sum(c or 0 for _, c in thread_totals) if has_cpu else None
+        n = sum(1 for w, _ in thread_totals if w > 0)
+        on = f"on {n} thread{'s' if n != 1 else ''}"
+        if sort_by == "on_cpu":
+            scope = f"the {(cpu_total or 0) / 1e6:.1f} ms on CPU {on}"
+        else:
+            scope = f"the {wall / 1e6:.1f} ms recorded {on}" + (
+                f" ({cpu_total / 1e6:.1f} ms of it on CPU)" if cpu_total is not None else "")
+        lines.append(_what(sort_by, scope))
+        lines += _table(rows, limit, sort_by, wall, cpu_total, has_memory)
+    span = max(trace.stop_ns - trace.start_ns, 1)
     lines.append(
-        f"{trace.recorded_events} events recorded in {wall / 1e6:.1f} ms wall"
+        f"{trace.recorded_events} events recorded in {span / 1e6:.1f} ms wall"
         + (f", {trace.dropped_events} dropped" if trace.dropped_events else "")
     )
     return "\n".join(lines)

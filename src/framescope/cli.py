@@ -13,7 +13,7 @@ import signal
 import sys
 import types
 import zipfile
-from typing import Callable, NoReturn, Sequence, cast
+from typing import Callable, Literal, NoReturn, Sequence, cast
 
 from framescope import __version__, _core, clock_sync, follow, processes, ranks
 from framescope.cli_traces import (
@@ -23,6 +23,7 @@ from framescope.cli_traces import (
     run_trace_command,
     stream_file,
 )
+from framescope.flight_recorder import FlightRecorder, parse_signal
 from framescope.profiler import parse_memory_limit, profile
 
 
@@ -70,15 +71,19 @@ def _parser() -> argparse.ArgumentParser:
                      help="where Python calls come from (default auto: the PEP 523 frame hook, or "
                           "the fallback when another tool's frame hook is installed)")
     run.add_argument("--limit", type=int, default=20, help="rows of the summary (0: none)")
-    run.add_argument("--sort", choices=["self", "total", "calls"], default="self",
-                     help="summary order (default: self time)")
+    run.add_argument("--sort", choices=["self", "total", "calls", "on_cpu", "memory"], default="self",
+                     help="summary order (default: self time; on_cpu: self time on CPU)")
+    run.add_argument("--by-thread", action="store_true",
+                     help="one summary table per thread, in percent of its own time")
     run.add_argument("--memory-limit", default=None, type=_memory_limit_arg,
                      help="event buffer limit, e.g. 512MiB or 1.5GB (default: 1GiB; with "
                           "--stream 64MiB)")
     run.add_argument("--stream", action="store_true",
                      help="write the events to a .fstrace file while the program runs, so "
                           "memory stays flat: the -o file itself when it is a .fstrace, else a "
-                          "temporary one next to it, converted to -o at the end")
+                          "temporary one next to it, converted to -o at the end (not with "
+                          "--dump-on or --on-limit keep_newest)")
+    _add_analysis_options(run)
     _add_torch_options(run)
     _add_process_options(run)
     add_trace_commands(sub)
@@ -161,6 +166,63 @@ def report(opts: argparse.Namespace) -> int:
         return 1
     print(f"framescope: report written to {output}", file=sys.stderr)
     return 0
+
+
+def _duration_arg(text: str) -> int:
+    try:
+        return parse_duration_ns(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _signal_arg(text: str) -> signal.Signals:
+    try:
+        return parse_signal(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _add_analysis_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--include-files", action="append", metavar="GLOB", default=None,
+                     help="record only Python frames of files matching GLOB (repeatable)")
+    run.add_argument("--exclude-files", action="append", metavar="GLOB", default=None,
+                     help="do not record Python frames of files matching GLOB (repeatable); "
+                          "their callees in other files are recorded")
+    run.add_argument("--max-depth", type=int, default=None, metavar="N",
+                     help="keep the outer N levels of Python calls only")
+    run.add_argument("--min-duration", type=_duration_arg, default=0, metavar="TIME",
+                     help="leave out slices shorter than TIME (e.g. 500ns, 20us, 1.5ms) from the "
+                          "outputs")
+    run.add_argument("--no-cpu-time", action="store_true",
+                     help="do not sample the threads' CPU clocks (no on-CPU times)")
+    run.add_argument("--on-limit", choices=["stop", "keep_newest"], default=None,
+                     help="at the memory limit: stop recording (default) or keep the newest "
+                          "events (a flight recorder)")
+    run.add_argument("--dump-on", metavar="SIGNAL", type=_signal_arg, default=None,
+                     help="flight recorder: on this signal (e.g. SIGUSR1), and when an exception "
+                          "goes unhandled in the program, write the recorded window to "
+                          "OUTPUT.dumpN.EXT without stopping; implies --on-limit keep_newest")
+
+
+_TIME_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_duration_ns(text: str) -> int:
+    """``500``, ``500ns``, ``20us``, ``1.5ms``, ``2s`` as nanoseconds (ValueError otherwise)."""
+    t = text.strip().lower()
+    for unit in ("ns", "us", "µs", "ms", "s"):
+        if t.endswith(unit):
+            number, factor = t[: -len(unit)], _TIME_UNITS[unit]
+            break
+    else:
+        number, factor = t, 1
+    try:
+        value = float(number) * factor
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (e.g. 500ns, 20us, 1.5ms)") from None
+    if not value >= 0 or value > 2**62:
+        raise ValueError(f"not a duration: {text!r}")
+    return int(value)
 
 
 def _add_torch_options(run: argparse.ArgumentParser) -> None:
@@ -356,7 +418,7 @@ class _Finisher:
                 except OSError:
                     pass
         if opts.limit > 0:
-            _say(self.prof.summary(limit=opts.limit, sort_by=opts.sort))
+            _say(self.prof.summary(limit=opts.limit, sort_by=opts.sort, by_thread=opts.by_thread))
         _say(f"framescope: trace written to {opts.output} (backend: {self.prof.backend})")
         return self._end()
 
@@ -387,6 +449,29 @@ def _load_script(path: str) -> tuple[types.CodeType, dict[str, object]] | None:
     main.__loader__ = importlib.machinery.SourceFileLoader("__main__", abspath)
     sys.modules["__main__"] = main
     return code, main.__dict__
+
+
+def _load_module(name: str) -> tuple[types.CodeType, dict[str, object], str]:
+    """The code of a module run as ``python -m name``, the fresh ``__main__`` namespace with the
+    globals runpy gives it, and its file (``sys.argv[0]``). The module becomes
+    ``sys.modules["__main__"]``. Done before the session starts, as _load_script, so that the
+    trace begins with the module's own code; finding it imports its parent packages.
+
+    Raises:
+        ImportError: no such module (or a package without ``__main__``), as python -m says.
+    """
+    try:
+        _, spec, code = runpy._get_module_details(name)  # type: ignore[attr-defined]
+    except ImportError:
+        raise
+    except Exception as exc:  # runpy's own error type, with the message python -m prints
+        raise ImportError(str(exc)) from None
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=spec.origin, __cached__=spec.cached, __doc__=None,
+                         __loader__=spec.loader, __package__=spec.parent, __spec__=spec,
+                         __builtins__=builtins)
+    sys.modules["__main__"] = main
+    return code, main.__dict__, spec.origin or name
 
 
 def _report(exc: BaseException) -> None:
@@ -428,7 +513,8 @@ def _start_following(opts: argparse.Namespace, prof: profile, profile_kwargs: di
 
 
 def _after_session(prof: profile, follower: follow.Follower | None) -> None:
-    """Once the session stopped: names this process in its trace and merges the children's."""
+    """Once the session stopped: names this process in its trace and merges the children's (a
+    session streamed to the output itself is written again in full by the finisher, with them)."""
     if prof._trace is None:
         if follower is not None:
             follower.close()
@@ -465,27 +551,55 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
         print(f"framescope run: error: {problem}", file=sys.stderr)
         return 2
     opts.output, opts.format = output, output_format
+    on_limit: Literal["stop", "keep_newest"] = opts.on_limit or (
+        "keep_newest" if opts.dump_on is not None and not opts.stream else "stop")
+    if opts.stream and on_limit == "keep_newest":
+        print("framescope run: error: --stream writes every event to the file; it cannot be "
+              "combined with --on-limit keep_newest (a flight recorder keeps only the newest "
+              "events in memory)", file=sys.stderr)
+        return 2
     opts.stream_to = stream_file(output, output_format) if opts.stream else None
-    # Followed children get the same options but record in memory: each writes its own file.
+    # Followed children get the same options but record in memory, each to its own file, and
+    # keep their oldest events at the limit (the flight recorder, --dump-on, is this process's).
     profile_kwargs = dict(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
                           memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
-                          record_shapes=opts.record_shapes)
+                          record_shapes=opts.record_shapes, cpu_time=not opts.no_cpu_time,
+                          include_files=opts.include_files, exclude_files=opts.exclude_files,
+                          max_depth=opts.max_depth, min_duration_ns=opts.min_duration)
     try:
-        prof = profile(**profile_kwargs, stream_to=opts.stream_to)
-    except RuntimeError as exc:  # torch_ops without a usable torch
+        prof = profile(**profile_kwargs, on_limit=on_limit,
+                       stream_to=opts.stream_to)
+    except (RuntimeError, TypeError, ValueError) as exc:  # torch_ops without torch, bad options
         print(f"framescope run: error: {exc}", file=sys.stderr)
         return 2
+    # The launcher's frames (the console script; runpy under python -m framescope) are never
+    # recorded, like framescope's own.
+    prof._launcher_files = [sys.argv[0], os.path.abspath(sys.argv[0]), *_RUNPY_FILES]
     if module is not None:
         sys.argv = [module, *target_argv]
         sys.path.insert(0, os.getcwd())
     else:
         sys.argv = list(target_argv)
         sys.path.insert(0, os.path.dirname(os.path.abspath(target_argv[0])))
-    try:
-        script = _load_script(target_argv[0]) if module is None else None
-    except (SyntaxError, OSError, ValueError) as exc:  # as python reports a script it can't run
-        sys.excepthook(type(exc), exc.with_traceback(None), None)
-        return 1
+    script: tuple[types.CodeType, dict[str, object]] | None
+    if module is not None:
+        try:
+            code, namespace, origin = _load_module(module)
+        except ImportError as exc:
+            print(f"framescope run: {exc}", file=sys.stderr)
+            return 1
+        script = (code, namespace)
+        sys.argv[0] = origin
+    else:
+        try:
+            script = _load_script(target_argv[0])
+        except (SyntaxError, OSError, ValueError) as exc:  # as python reports a script it can't run
+            sys.excepthook(type(exc), exc.with_traceback(None), None)
+            return 1
+    recorder = None
+    if opts.dump_on is not None:
+        recorder = FlightRecorder(prof, opts.output, opts.format, opts.dump_on)
+        recorder.install()  # before the session: signal.signal is Python code
     finisher = _Finisher(prof, opts)
     follower = _start_following(opts, prof, profile_kwargs, rank)
     finisher.after_stop.append(lambda: _after_session(prof, follower))
@@ -499,15 +613,15 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
         print(f"framescope run: error: {exc}", file=sys.stderr)
         return 2
     try:
-        if module is not None:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        elif script is None:
+        if script is None:
             runpy.run_path(target_argv[0], run_name="__main__")
         else:
             exec(script[0], script[1])
     except SystemExit:
         raise  # python exits with its code (the trace is written at exit)
     except BaseException as exc:  # noqa: BLE001 - reported as python reports it
+        if recorder is not None:
+            recorder.dump(f"unhandled {type(exc).__name__}")
         _report(exc)
         if isinstance(exc, KeyboardInterrupt):
             # As python after an uncaught Ctrl-C: exit by SIGINT, once the interpreter has

@@ -101,7 +101,7 @@ class Follower:
                 if not os.path.exists(path):
                     warnings.append(
                         f"framescope: child process {info.get('pid')} "
-                        f"({processes.command_line(info.get('argv') or [])}) ended without "
+                        f"({info.get('command') or processes.command_line(info.get('argv') or [])}) ended without "
                         "saving its trace (it crashed, was killed, or still runs): its part "
                         "is missing")
                     continue
@@ -236,7 +236,8 @@ def _become_child(prof: Any, folder: str, marker: dict[str, Any]) -> None:
     token = f"{os.getpid()}-{secrets.token_hex(4)}"
     argv = list(getattr(sys, "orig_argv", sys.argv))
     with open(os.path.join(folder, token + ".started"), "w", encoding="utf-8") as f:
-        json.dump({"pid": os.getpid(), "argv": argv[1:], **marker}, f)
+        json.dump({"pid": os.getpid(), "argv": argv[1:], "command": processes.command_line(),
+                   **marker}, f)
     _child.clear()  # what a followed parent left here is the parent's (a fresh lock, too)
     _child.update(prof=prof, dir=folder, token=token, pid=os.getpid(), saved=False,
                   finishing=False, term_pending=False, lock=threading.Lock())
@@ -355,7 +356,12 @@ def _finish() -> None:
 def _save(prof: Any) -> None:
     try:
         if prof._running:
-            prof.stop()
+            _core._stop(prof)
+            processes.session_stopped(prof._trace, prof._clock)
+            for warning in prof.warnings:
+                # A fork of a streaming session records in memory: as wanted for a child.
+                if "was forked from a session that streamed" not in warning:
+                    print(warning, file=sys.stderr)
         if not os.path.isdir(_child["dir"]):
             return  # the parent has ended (and warned that this child's part is missing)
         final = os.path.join(_child["dir"], _child["token"] + ".fstrace")

@@ -50,14 +50,36 @@ class Process:
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """This process's command as a short text: ``python3.11 train.py --epochs 3``."""
-    args = list(sys.argv if argv is None else argv)
-    if args and args[0] == "-c":  # sys.argv hides the code: the original command line has it
-        orig = list(getattr(sys, "orig_argv", []))
-        code = orig[orig.index("-c") + 1] if "-c" in orig[:-1] else "…"
-        args[0] = "-c " + repr(" ".join(code.split())[:60])
-    text = " ".join([os.path.basename(sys.executable or "python"), *args])
+    """A command as a short text: ``python3.11 train.py --epochs 3``, ``python3.11 -m pkg``,
+    ``python3.11 -c 'print(1)'``. ``argv``: the interpreter's arguments (``sys.orig_argv[1:]``
+    of that process); by default this process's, as its program sees them."""
+    args = _own_arguments() if argv is None else [str(a) for a in argv]
+    words = []
+    i = 0
+    while i < len(args):
+        if args[i] == "-c" and i + 1 < len(args):
+            code = " ".join(args[i + 1].split())
+            words.append("-c " + repr(code if len(code) <= 60 else code[:59] + "…"))
+            i += 2
+            continue
+        words.append(" ".join(args[i].split()))
+        i += 1
+    text = " ".join([os.path.basename(sys.executable or "python"), *words])
     return text if len(text) <= _MAX_NAME else text[: _MAX_NAME - 1] + "…"
+
+
+def _own_arguments() -> list[str]:
+    """This process's arguments: ``sys.argv``, with the code of ``-c`` (which sys.argv hides)
+    and ``-m module`` (which sys.argv shows as the module's file) as given on the command line."""
+    args = list(sys.argv)
+    orig = [str(a) for a in getattr(sys, "orig_argv", [])][1:]
+    if args and args[0] == "-c":
+        return orig[orig.index("-c"):] if "-c" in orig[:-1] else ["-c", "…", *args[1:]]
+    if "-m" in orig[:-1]:
+        at = orig.index("-m")
+        if orig[at + 2:] == args[1:]:
+            return orig[at:]
+    return args
 
 
 def _multiprocessing_name() -> str | None:
@@ -119,6 +141,25 @@ def read(trace: Trace) -> list[Process]:
             meta = {}
         out.append(Process(pid, name, list(labels), sort_index, meta if isinstance(meta, dict) else {}))
     return out
+
+
+def complete_stream(trace: Trace, path: str) -> str | None:
+    """Rewrites ``path``, the .fstrace a session streamed to (completed when it stopped), with
+    what ``trace`` gained since: its process table (names, rank, clock data for ``framescope
+    merge``) and the parts of merged children. Atomic: on failure the streamed file stays as it
+    was, and the returned warning says so."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        trace.save(tmp)
+        os.replace(tmp, path)  # the trace maps the old file: it stays readable
+    except (OSError, RuntimeError, ValueError) as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return (f"framescope: could not add the process table and child processes to the "
+                f"streamed trace {path}: {exc}")
+    return None
 
 
 def set_entry(trace: Trace, p: Process) -> None:

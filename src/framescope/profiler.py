@@ -8,10 +8,17 @@ import sys
 import sysconfig
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from framescope import _core, processes, ranks
+# Imported now, not when summary() first runs: framescope run prints the summary at interpreter
+# exit, where creating analysis's NamedTuple (an eval() of generated code) would reset CPython's
+# record of an unhandled KeyboardInterrupt, and the run would exit with status 1, not by SIGINT.
+from framescope.analysis import summary_table
 from framescope.events import EventList, MemoryEvent
+from framescope.key_averages import KeyAverages
+from framescope.schedule import Schedule
+from framescope.stepping import StepDriver
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
 ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof", "speedscope",
@@ -66,6 +73,40 @@ def _native_thread_ids() -> dict[int, int]:
     ids = {t.ident: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
     ids.update((i, n) for i, n in _forked_native_ids.items() if i in ids)
     return ids
+
+
+#: MemorySample device of Python's allocations (counted with profile_memory, trace.h).
+_PYTHON_ALLOCATOR_DEVICE = -2
+
+#: How often a session with ``cpu_time=True`` reads each recording thread's CPU clock.
+#: A wake-up costs the sampler thread 10-20 us of CPU on the loaded KVM machines measured
+#: (bench/analysis_overhead.py), and each one can preempt a recording thread when the cores are
+#: busy: 4 ms keeps the direct cost under 0.5% of a core (1 ms measured 2-3.5% of the recording
+#: thread's CPU time there, 2 ms 2-7% with the interference).
+CPU_SAMPLE_PERIOD_NS = 4_000_000
+
+
+def _file_globs(patterns: Sequence[str | os.PathLike[str]] | str | None, what: str) -> list[str]:
+    """include_files/exclude_files as absolute fnmatch globs (see profile)."""
+    if patterns is None:
+        return []
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = [patterns]
+    out: list[str] = []
+    for p in patterns:
+        text = os.fspath(p)
+        if not isinstance(text, str) or not text:
+            raise TypeError(f"{what} takes file globs (str), not {p!r}")
+        if text.startswith("<"):  # <string>, <frozen ...>: compiled from no file
+            out.append(text)
+        elif not any(c in text for c in "*?["):
+            path = os.path.abspath(text)
+            out.append(path.rstrip(os.sep) + os.sep + "*" if os.path.isdir(path) else path)
+        elif os.path.isabs(text) or text.startswith("*"):
+            out.append(text)
+        else:
+            out.append(os.path.join(os.getcwd(), text))
+    return out
 
 
 _FALLBACK_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
@@ -168,7 +209,11 @@ class profile:
 
     Args:
         record_shapes: keep the inputs of ranges that provide them.
-        profile_memory: keep ``record_memory`` events.
+        profile_memory: count the bytes Python allocates (the PyMem and PyObject allocators,
+            wrapped for the session and restored at stop), charged to the running function or
+            range: self and total allocated bytes in ``key_averages()`` and ``summary()``, a
+            "Python allocated bytes" counter per thread in the trace; and keep
+            ``record_memory`` events.
         with_flops: estimate flops of known ops from their input shapes.
         with_stack: record every Python call (from the PEP 523 frame hook).
         c_calls: also record builtins called from Python (sys.monitoring / setprofile).
@@ -190,7 +235,44 @@ class profile:
             ``torch.profiler.record_function`` ranges through torch's RecordFunction
             observers, with input shapes when ``record_shapes``; RuntimeError when torch is
             missing or unsupported (see ``framescope.torch_ops``).
+        cpu_time: also measure time on CPU: a thread of the session reads every recording
+            thread's CPU clock every 4 ms (the recording threads pay nothing; the sampler well under 1% of a core);
+            readers interpolate between readings (``key_averages()``'s ``on_cpu_time_total``,
+            ``summary(sort_by="on_cpu")``).
+        schedule: which steps are recorded (``framescope.schedule(...)``, or any function of the
+            step number returning a ProfilerAction, torch's included), with ``step()`` called
+            once per step: each recorded step is a ``ProfilerStep#N`` range, waiting steps run
+            no session, and each recorded cycle is a trace of its own. Without a schedule
+            everything between start and stop is recorded.
+        on_trace_ready: called as ``on_trace_ready(prof)`` when a cycle's trace is ready
+            (``prof.trace`` is that cycle's; ``framescope.trace_handler(dir)`` writes it), and
+            at stop without a schedule.
+        include_files: globs of the files whose Python frames are recorded (default: all).
+        exclude_files: globs of files whose Python frames are not recorded. Both are decided
+            once per code object at its first call, so a frame left out costs about what the
+            frame hook alone costs. A left-out frame is simply absent: its callees in recorded
+            files are recorded as calls of the nearest recorded frame around them, and its own
+            builtin calls (``c_calls``) are not recorded. Globs follow fnmatch (``*`` also
+            matches ``/``) against the code's file name (absolute for files Python loaded from
+            disk); a relative glob is taken from the current directory, a path without a
+            wildcard names that file, or every file under that directory. framescope's own
+            frames are never recorded.
+        max_depth: Python frames with ``max_depth`` Python frames around them are left out, with
+            everything they enclose (ranges, builtins): the trace keeps the outer
+            ``max_depth`` levels of Python calls (frames running at start count). Applied when
+            the trace is read, like ``min_duration_ns``.
+        min_duration_ns: slices shorter than this are left out of every output, with what
+            they enclose; marks and memory samples inside them are kept. Applied when the trace
+            is read: they are recorded (a saved ``.fstrace`` keeps them, and
+            ``framescope.load(path, min_duration_ns=...)`` applies it again).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> profile:
+        # A schedule makes start/stop/step Python code driving several sessions (stepping.py);
+        # without one they are the C functions below.
+        if cls is profile and kwargs.get("schedule") is not None:
+            cls = _ScheduledProfile
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -204,11 +286,19 @@ class profile:
         memory_limit: int | str | None = None,
         on_limit: Literal["stop", "keep_newest"] = "stop",
         torch_ops: bool = False,
+        cpu_time: bool = True,
+        schedule: Schedule | None = None,
+        on_trace_ready: Callable[[profile], object] | None = None,
+        include_files: Sequence[str | os.PathLike[str]] | str | None = None,
+        exclude_files: Sequence[str | os.PathLike[str]] | str | None = None,
+        max_depth: int | None = None,
+        min_duration_ns: int = 0,
         stream_to: str | os.PathLike[str] | None = None,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
-        self._stream_to = _fspath(stream_to) if stream_to is not None else ""
+        # ``{rank}`` as in save() and export(): each rank of a job streams to its own file.
+        self._stream_to = _fspath(ranks.expand_rank(stream_to)) if stream_to is not None else ""
         if self._stream_to and on_limit == "keep_newest":
             raise ValueError("stream_to keeps every event: on_limit='keep_newest' does not apply")
         if memory_limit is None:
@@ -230,9 +320,27 @@ class profile:
             from framescope import torch_ops as _torch_ops
 
             _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
+        self.cpu_time = cpu_time
+        self.on_trace_ready = on_trace_ready
+        self.include_files = _file_globs(include_files, "include_files")
+        self.exclude_files = _file_globs(exclude_files, "exclude_files")
+        if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int)
+                                      or max_depth < 1):
+            raise ValueError(f"max_depth must be a positive int or None, not {max_depth!r}")
+        if isinstance(min_duration_ns, bool) or not isinstance(min_duration_ns, int) or \
+                min_duration_ns < 0:
+            raise ValueError(f"min_duration_ns must be an int >= 0, not {min_duration_ns!r}")
+        self.max_depth = max_depth
+        self.min_duration_ns = min_duration_ns
+        # Files of the program launching the profiled code (framescope run: the console script,
+        # runpy): never recorded, like framescope's own.
+        self._launcher_files: list[str] = []
+        self._steps = StepDriver(self, schedule)
         self._trace: _core.Trace | None = None
+        self._filtered: tuple[_core.Trace, _core.Trace] | None = None  # (recorded, as read)
         self._running = False
         self._clock: processes.SessionClock | None = None
+        self._started_pid = 0
 
     # -- session -------------------------------------------------------------------------------
     # start, stop, __enter__ and __exit__ are C functions (framescope._core), so that a
@@ -277,6 +385,7 @@ class profile:
             if why:
                 self._start_warnings.append(why)
         self._clock = processes.session_starting()
+        self._started_pid = os.getpid()
         return {
             "record_shapes": self.record_shapes,
             "profile_memory": self.profile_memory,
@@ -290,25 +399,78 @@ class profile:
             "memory_limit": self._memory_limit,
             "keep_newest": self._keep_newest,
             "torch_ops": self.torch_ops,  # attached in __init__; enabled with the session
+            "cpu_sample_period_ns": CPU_SAMPLE_PERIOD_NS if self.cpu_time else 0,
+            "skip_prefixes": [_PACKAGE_DIR],
+            "skip_files": self._launcher_files,
+            "include_files": self.include_files,
+            "exclude_files": self.exclude_files,
             "stream_to": self._stream_to,
         }
 
     def _after_stop(self) -> None:
         if self._trace is not None:  # names this process in its trace (framescope.processes)
             processes.session_stopped(self._trace, self._clock)
+            if self._stream_to and ranks.current() is not None and \
+                    self._started_pid == os.getpid():  # (not in a fork: the file is the parent's)
+                # A rank's streamed file needs its rank and clock data for framescope merge.
+                problem = processes.complete_stream(self._trace, self._stream_to)
+                if problem is not None:
+                    self._start_warnings.append(problem)
         for warning in self.warnings:
             try:
                 print(warning, file=sys.stderr)
             except (OSError, ValueError, AttributeError):  # stderr closed or gone
                 break
+        if self.on_trace_ready is not None and self._trace is not None:
+            self.on_trace_ready(self)
+
+    def step(self) -> None:
+        """Marks the start of the next step. Without a schedule every step is recorded (as
+        torch's default schedule); see ``schedule``."""
+        self._steps.step_num += 1
+
+    @property
+    def step_num(self) -> int:
+        """The current step number (0 before the first step())."""
+        return self._steps.step_num
+
+    def snapshot(self) -> profile:
+        """What the running session recorded so far, as a stopped profile of its own
+        (``export()``, ``key_averages()``, ``summary()``...), while the session goes on: with
+        ``on_limit="keep_newest"`` the newest events within ``memory_limit``, a flight
+        recorder's window. Frames still running are open slices up to now. Copies the event
+        buffers (transiently up to ``memory_limit`` more memory).
+
+        Raises:
+            RuntimeError: no session of this profile is recording.
+        """
+        if not self._running:
+            raise RuntimeError("snapshot() needs a recording session (after stop, use the "
+                               "profile itself)")
+        copy = profile(profile_memory=self.profile_memory, with_flops=self.with_flops,
+                       min_duration_ns=self.min_duration_ns, max_depth=self.max_depth)
+        copy._trace = _core._snapshot()
+        copy._backend = copy._trace.backend
+        return copy
+
+    def dump(self, path: str | os.PathLike[str], format: ExportFormat | str | None = None) -> None:
+        """Writes what the running session recorded so far to ``path`` without stopping it
+        (``snapshot().export(path, format)``): the flight recorder's dump."""
+        self.snapshot().export(path, format)
 
     # -- results -------------------------------------------------------------------------------
     @property
     def trace(self) -> _core.Trace:
-        """The replayed trace (after stop)."""
-        if self._trace is None:
+        """The replayed trace (after stop), as read through ``min_duration_ns``/``max_depth``."""
+        recorded = self._trace
+        if recorded is None:
             raise RuntimeError("no trace yet: stop the profile first")
-        return self._trace
+        if not (self.min_duration_ns or self.max_depth):
+            return recorded
+        if self._filtered is None or self._filtered[0] is not recorded:
+            view = _core._with_filter(recorded, self.min_duration_ns, self.max_depth or 0)
+            self._filtered = (recorded, view)
+        return self._filtered[1]
 
     @property
     def backend(self) -> str:
@@ -327,7 +489,7 @@ class profile:
 
     def memory_events(self) -> list[MemoryEvent]:
         """The ``record_memory`` samples of the session (``profile_memory=True``), by time."""
-        return [MemoryEvent(*m) for m in self.trace.memory]
+        return [MemoryEvent(*m) for m in self.trace.memory if m[6] != _PYTHON_ALLOCATOR_DEVICE]
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
         """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing);
@@ -378,14 +540,38 @@ class profile:
         """(name, calls, total ns, self ns) per function or range, by self time."""
         return [(n, c, t, s) for n, c, t, s, *_ in self.trace.stats()]
 
-    def summary(self, limit: int = 20, sort_by: Literal["self", "total", "calls"] = "self") -> str:
-        """A table of the top functions and ranges by self time, total time or call count."""
-        from framescope.analysis import summary_table
+    def key_averages(
+        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
+    ) -> KeyAverages:
+        """Averages of every function, range and builtin, as ``torch.profiler``'s
+        ``key_averages()``: one FunctionEventAvg per name (and input shapes, and the innermost
+        ``group_by_stack_n`` Python frames that called it, when asked), with torch's attribute
+        names and units (µs, bytes) plus ``on_cpu_time_total`` / ``self_on_cpu_time_total``.
+        ``.table(sort_by=..., row_limit=...)`` prints torch's table."""
+        from framescope.key_averages import key_averages
 
+        return key_averages(
+            self.trace,
+            group_by_input_shape=group_by_input_shape,
+            group_by_stack_n=group_by_stack_n,
+            profile_memory=self.profile_memory,
+            with_flops=self.with_flops,
+        )
+
+    def summary(
+        self,
+        limit: int = 20,
+        sort_by: Literal["self", "total", "calls", "on_cpu", "memory"] = "self",
+        by_thread: bool = False,
+    ) -> str:
+        """A table of the top functions and ranges by self time, total time, call count, self
+        time on CPU (``"on_cpu"``) or bytes allocated (``"memory"``, with ``profile_memory``),
+        over all threads or one table per thread (``by_thread``).
+        Percentages are of the time recorded on the threads (never above 100%); the first line
+        says what was measured (wall time or time on CPU)."""
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
-
-        return summary_table(self.trace, limit=limit, sort_by=sort_by)
+        return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)
 
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:
         """Adds the events of another trace (e.g. another process's, as ``serialize()`` bytes).
@@ -405,7 +591,8 @@ class profile:
         return self.trace.serialize()
 
 
-def load(path: str | os.PathLike[str]) -> profile:
+def load(path: str | os.PathLike[str], min_duration_ns: int = 0,
+         max_depth: int | None = None) -> profile:
     """Reads a trace written by ``profile.save()`` (or streamed with ``stream_to=``) and returns
     a stopped ``profile`` holding it: ``events()``, ``summary()``, ``export()`` work as after a
     session. The file is mapped, not read into memory.
@@ -414,7 +601,62 @@ def load(path: str | os.PathLike[str]) -> profile:
         ValueError: the file is not a complete framescope trace.
         OSError: the file cannot be opened.
     """
-    prof = profile()
+    prof = profile(min_duration_ns=min_duration_ns, max_depth=max_depth)
     prof._trace = _core.Trace.load(_fspath(path))
     prof._backend = prof._trace.backend
     return prof
+
+
+class _ScheduledProfile(profile):
+    """A profile with a schedule (``profile(schedule=...)`` makes one): start, stop and step run
+    the schedule's transitions in Python (stepping.StepDriver), each session started and
+    stopped by one C call (_core._start/_stop, which keep ``_running``/``_trace`` consistent).
+    An interrupt inside ``step()`` may skip that cycle's on_trace_ready; the sessions themselves
+    stay consistent."""
+
+    _active = False  # between start() and stop()
+
+    def start(self) -> profile:
+        """Starts profiling: records now, or waits for the schedule's first recorded step."""
+        if self._active:
+            raise RuntimeError("this profile is already running")
+        self._steps.start()
+        self._active = True
+        return self
+
+    def stop(self) -> profile:
+        """Stops profiling; a cycle being recorded ends here (and goes to on_trace_ready)."""
+        if not self._active:
+            raise RuntimeError("this profile is not running")
+        self._active = False
+        self._steps.stop()
+        return self
+
+    def __enter__(self) -> profile:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def step(self) -> None:
+        """Marks the start of the next step: the previous step's ``ProfilerStep#N`` range ends,
+        sessions start or stop as the schedule says."""
+        if not self._active:
+            raise RuntimeError("step() is called between start() and stop()")
+        self._steps.step()
+
+    def _start_session(self) -> None:
+        _core._start(self, **self._start_arguments())
+
+    def _stop_session(self, keep: bool) -> None:
+        if _core._stop(self, keep) and keep:
+            for warning in self.warnings:
+                try:
+                    print(warning, file=sys.stderr)
+                except (OSError, ValueError, AttributeError):
+                    break

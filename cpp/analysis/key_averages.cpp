@@ -1,0 +1,280 @@
+// cpp/analysis/key_averages.cpp: per-key totals of a replay (key_averages(), summary tables).
+#include "framescope/key_averages.h"
+
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+
+#include "cpu_clock.h"
+
+namespace framescope {
+
+std::string format_input_shapes(const std::vector<RangeInput>& inputs) {
+  std::string out = "[";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i) out += ", ";
+    out += '[';
+    if (inputs[i].kind == RangeInput::Kind::kShape) {
+      for (size_t d = 0; d < inputs[i].shape.size(); ++d) {
+        if (d) out += ", ";
+        out += std::to_string(inputs[i].shape[d]);
+      }
+    }
+    out += ']';
+  }
+  out += ']';
+  return out;
+}
+
+namespace {
+
+// Saturating: totals over hand-made or loaded traces must not overflow.
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
+class KeyAveragesVisitor final : public TraceVisitor {
+ public:
+  explicit KeyAveragesVisitor(const KeyAverageOptions& o) : o_(o) {
+    plain_ = !o.group_by_input_shape && o.group_by_stack_n == 0 && !o.group_by_thread;
+  }
+
+  void begin_trace(const TraceView& view) override {
+    view_ = &view;
+    out_.threads.assign(view.threads.size(), ThreadTotals{});
+    if (plain_) by_symbol_.assign(view.symbols.size() * kCategories, UINT32_MAX);
+  }
+
+  void begin_thread(uint32_t thread) override {
+    thread_ = thread;
+    stack_.clear();
+    python_.clear();
+    clock_.reset();
+    if (thread < view_->threads.size() && !view_->threads[thread].cpu_samples.empty()) {
+      clock_ = std::make_unique<analysis::CpuClock>(view_->threads[thread].cpu_samples);
+      out_.has_cpu = true;
+      out_.threads[thread].cpu_known = true;
+      out_.threads[thread].cpu_self_ns = 0;
+    }
+  }
+
+  void slice_begin(const Slice& s) override {
+    Open o;
+    o.index = s.index;
+    o.key = key_of(s);
+    o.parent_key = stack_.empty() ? UINT32_MAX : stack_.back().key;
+    o.start_ns = s.start_ns;
+    o.cpu_start = clock_ ? clock_->at(s.start_ns) : 0;
+    o.flops = flops_of(s);
+    o.outermost = active_[o.key] == 0;
+    ++active_[o.key];
+    if (s.category == EventCategory::kPythonFunction) {
+      o.python_pos = int32_t(python_.size());
+      python_.push_back(s.symbol);
+    }
+    stack_.push_back(o);
+  }
+
+  void slice_end(const Slice& s) override {
+    size_t i = stack_.size();
+    while (i-- > 0) {
+      if (stack_[i].index == s.index) break;
+    }
+    if (i >= stack_.size()) return;
+    const Open o = stack_[i];
+    stack_.erase(stack_.begin() + long(i));
+    if (o.python_pos >= 0 && size_t(o.python_pos) < python_.size()) {
+      python_.erase(python_.begin() + o.python_pos);
+      for (Open& later : stack_) {
+        if (later.python_pos > o.python_pos) --later.python_pos;
+      }
+    }
+    --active_[o.key];
+    const int64_t dur = std::max<int64_t>(0, s.dur_ns);
+    const int64_t cpu =
+        clock_ ? analysis::CpuClock::used(o.cpu_start, clock_->at(s.start_ns + dur), dur) : -1;
+    finish(o, dur, cpu, s.parent);
+  }
+
+  void async_slice(const Slice& s) override {
+    KeyAverage& k = out_.entries[key_of(s)];
+    k.is_async = true;
+    k.count += 1;
+    const int64_t dur = std::max<int64_t>(0, s.dur_ns);
+    k.total_ns = sat_add(k.total_ns, dur);
+    k.self_ns = sat_add(k.self_ns, dur);
+    k.flops = sat_add(k.flops, flops_of(s));
+  }
+
+  void memory(const MemorySample& m) override {
+    out_.has_memory = true;
+    if (m.thread == thread_ && !stack_.empty()) {
+      stack_.back().mem_direct = sat_add(stack_.back().mem_direct, m.bytes);
+    }
+  }
+
+  KeyAverages take() {
+    active_.clear();
+    return std::move(out_);
+  }
+
+ private:
+  static constexpr size_t kCategories = 8;
+
+  struct Open {
+    uint64_t index = 0;
+    uint32_t key = 0;
+    uint32_t parent_key = UINT32_MAX;
+    int64_t start_ns = 0;
+    int64_t cpu_start = 0;
+    int64_t child_ns = 0;
+    int64_t child_cpu = 0;
+    int64_t mem_direct = 0;
+    int64_t child_mem = 0;
+    int64_t flops = 0;
+    int32_t python_pos = -1;  // position in python_ of this Python frame's symbol
+    bool outermost = false;
+  };
+
+  int64_t flops_of(const Slice& s) const {
+    if (s.detail >= view_->details.size()) return 0;
+    return std::max<int64_t>(0, view_->details[s.detail].flops);
+  }
+
+  uint32_t new_entry(const Slice& s) {
+    KeyAverage k;
+    k.symbol = s.symbol;
+    k.category = s.category;
+    k.top_level = s.parent < 0;
+    out_.entries.push_back(std::move(k));
+    active_.push_back(0);
+    return uint32_t(out_.entries.size() - 1);
+  }
+
+  uint32_t key_of(const Slice& s) {
+    if (plain_) {
+      const size_t slot = size_t(s.symbol) * kCategories + (size_t(s.category) & (kCategories - 1));
+      if (slot >= by_symbol_.size()) by_symbol_.resize(slot + 1, UINT32_MAX);
+      uint32_t& k = by_symbol_[slot];
+      if (k == UINT32_MAX) k = new_entry(s);
+      return k;
+    }
+    // Composite key: symbol, category, then what the options group by, as bytes.
+    key_.clear();
+    append(s.symbol);
+    append(uint32_t(s.category));
+    if (o_.group_by_thread) append(s.thread);
+    uint32_t shapes = UINT32_MAX;
+    if (o_.group_by_input_shape && s.detail < view_->details.size()) {
+      shapes = shapes_id(s.detail);
+    }
+    if (o_.group_by_input_shape) append(shapes);
+    const size_t n = std::min<size_t>(o_.group_by_stack_n, python_.size());
+    for (size_t i = 0; i < n; ++i) append(python_[python_.size() - 1 - i]);
+    auto it = keys_.find(key_);
+    if (it != keys_.end()) return it->second;
+    const uint32_t k = new_entry(s);
+    KeyAverage& e = out_.entries[k];
+    if (o_.group_by_thread) e.thread = s.thread;
+    if (shapes != UINT32_MAX) e.input_shapes = shape_strings_[shapes];
+    for (size_t i = 0; i < n; ++i) e.stack.push_back(python_[python_.size() - 1 - i]);
+    keys_.emplace(key_, k);
+    return k;
+  }
+
+  void append(uint32_t v) {
+    char b[4];
+    std::memcpy(b, &v, 4);
+    key_.append(b, 4);
+  }
+
+  uint32_t shapes_id(uint32_t detail) {
+    if (detail >= detail_shapes_.size()) detail_shapes_.resize(view_->details.size(), UINT32_MAX);
+    uint32_t& id = detail_shapes_[detail];
+    if (id == UINT32_MAX) {
+      std::string text = format_input_shapes(view_->details[detail].inputs);
+      auto it = shape_ids_.find(text);
+      if (it == shape_ids_.end()) {
+        it = shape_ids_.emplace(text, uint32_t(shape_strings_.size())).first;
+        shape_strings_.push_back(std::move(text));
+      }
+      id = it->second;
+    }
+    return id;
+  }
+
+  void finish(const Open& o, int64_t dur, int64_t cpu, int64_t parent) {
+    KeyAverage& k = out_.entries[o.key];
+    ThreadTotals& t = out_.threads[thread_];
+    k.count += 1;
+    const int64_t self = std::max<int64_t>(0, dur - o.child_ns);
+    k.self_ns = sat_add(k.self_ns, self);
+    t.self_ns = sat_add(t.self_ns, self);
+    k.memory_self = sat_add(k.memory_self, o.mem_direct);
+    const int64_t mem_total = sat_add(o.mem_direct, o.child_mem);
+    k.flops = sat_add(k.flops, o.flops);
+    int64_t cpu_self = 0;
+    if (cpu >= 0) {
+      cpu_self = std::max<int64_t>(0, cpu - o.child_cpu);
+      if (k.cpu_self_ns < 0) k.cpu_self_ns = k.cpu_total_ns = 0;
+      k.cpu_self_ns = sat_add(k.cpu_self_ns, cpu_self);
+      t.cpu_self_ns = sat_add(t.cpu_self_ns, cpu_self);
+    }
+    if (o.outermost) {
+      k.total_ns = sat_add(k.total_ns, dur);
+      k.memory_total = sat_add(k.memory_total, mem_total);
+      if (cpu >= 0) k.cpu_total_ns = sat_add(k.cpu_total_ns, cpu);
+    }
+    if (parent < 0) return;
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (int64_t(stack_[i].index) == parent) {
+        Open& p = stack_[i];
+        p.child_ns = sat_add(p.child_ns, dur);
+        if (cpu >= 0) p.child_cpu = sat_add(p.child_cpu, cpu);
+        p.child_mem = sat_add(p.child_mem, mem_total);
+        return;
+      }
+    }
+    // The parent ended first (a range that outlived the frame it began in): its time leaves the
+    // parent's self time after the fact, as it would have had it ended in time.
+    if (o.parent_key < out_.entries.size()) {
+      KeyAverage& pk = out_.entries[o.parent_key];
+      const int64_t take = std::min(dur, pk.self_ns);
+      pk.self_ns -= take;
+      t.self_ns -= std::min(take, t.self_ns);
+      if (cpu >= 0 && pk.cpu_self_ns > 0) {
+        const int64_t c = std::min(cpu, pk.cpu_self_ns);
+        pk.cpu_self_ns -= c;
+        t.cpu_self_ns -= std::min(c, t.cpu_self_ns);
+      }
+    }
+  }
+
+  KeyAverageOptions o_;
+  bool plain_ = true;
+  const TraceView* view_ = nullptr;
+  KeyAverages out_;
+  std::vector<uint32_t> active_;     // open events per key (outermost detection)
+  std::vector<uint32_t> by_symbol_;  // plain keys: symbol * kCategories + category -> key
+  std::unordered_map<std::string, uint32_t> keys_;
+  std::string key_;
+  std::vector<uint32_t> detail_shapes_;
+  std::unordered_map<std::string, uint32_t> shape_ids_;
+  std::vector<std::string> shape_strings_;
+  uint32_t thread_ = UINT32_MAX;
+  std::vector<Open> stack_;
+  std::vector<uint32_t> python_;  // symbols of the open Python frames, outermost first
+  std::unique_ptr<analysis::CpuClock> clock_;
+};
+
+}  // namespace
+
+KeyAverages compute_key_averages(const TraceSource& source, const KeyAverageOptions& options) {
+  KeyAveragesVisitor v(options);
+  source.visit(v);
+  return v.take();
+}
+
+}  // namespace framescope

@@ -1,0 +1,279 @@
+// tests/native/key_averages_test.cpp: key averages over hand-made traces, CPU clock readings.
+#include <chrono>
+#include <thread>
+
+#include "cpu_sampler.h"
+#include "framescope/key_averages.h"
+#include "framescope/stored_trace.h"
+#include "test_support.h"
+
+namespace framescope_test {
+namespace {
+
+class KeyAveragesTest : public CoreTest {};
+
+Symbol sym(std::string name) {
+  Symbol s;
+  s.name = std::move(name);
+  s.function = s.name;
+  return s;
+}
+
+TraceEvent ev(int64_t start, int64_t dur, int64_t parent, uint32_t symbol, uint32_t depth,
+              EventCategory cat = EventCategory::kPythonFunction) {
+  TraceEvent e;
+  e.start_ns = start;
+  e.dur_ns = dur;
+  e.parent = parent;
+  e.symbol = symbol;
+  e.depth = depth;
+  e.category = cat;
+  return e;
+}
+
+const KeyAverage& entry(const KeyAverages& k, const Trace& t, const std::string& name,
+                        const std::vector<std::string>& stack = {}) {
+  for (const KeyAverage& e : k.entries) {
+    if (t.symbols[e.symbol].name != name) continue;
+    if (!stack.empty()) {
+      std::vector<std::string> names;
+      for (uint32_t s : e.stack) names.push_back(t.symbols[s].name);
+      if (names != stack) continue;
+    }
+    return e;
+  }
+  ADD_FAILURE() << "no entry " << name;
+  static KeyAverage none;
+  return none;
+}
+
+// f(0..100) > f(10..60) > g(20..30); g(70..90) under the outer f; a range r(40..50) in the inner f.
+Trace recursive() {
+  Trace t;
+  t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
+  const uint32_t f = t.intern(sym("f")), g = t.intern(sym("g")), r = t.intern(sym("r"));
+  t.events = {ev(0, 100, -1, f, 0), ev(10, 50, 0, f, 1), ev(20, 10, 1, g, 2),
+              ev(40, 10, 1, r, 2, EventCategory::kUserAnnotation), ev(70, 20, 0, g, 1)};
+  t.start_ns = 0;
+  t.stop_ns = 100;
+  return t;
+}
+
+TEST_F(KeyAveragesTest, RecursionCountedOnceInTotalsSelfTimesExact) {
+  const Trace t = recursive();
+  const KeyAverages k = compute_key_averages(MaterializedSource(t));
+  const KeyAverage& f = entry(k, t, "f");
+  EXPECT_EQ(f.count, 2u);
+  EXPECT_EQ(f.total_ns, 100);  // the inner call lies inside the outer one
+  EXPECT_EQ(f.self_ns, (100 - 50 - 20) + (50 - 10 - 10));
+  const KeyAverage& g = entry(k, t, "g");
+  EXPECT_EQ(g.count, 2u);
+  EXPECT_EQ(g.total_ns, 30);
+  EXPECT_EQ(g.self_ns, 30);
+  EXPECT_EQ(entry(k, t, "r").category, EventCategory::kUserAnnotation);
+  ASSERT_EQ(k.threads.size(), 1u);
+  EXPECT_EQ(k.threads[0].self_ns, 100);  // the thread's self times add up to its root
+  EXPECT_FALSE(k.has_cpu);
+  EXPECT_EQ(f.cpu_total_ns, -1);
+  EXPECT_TRUE(f.top_level);
+  EXPECT_FALSE(entry(k, t, "r").top_level);
+}
+
+TEST_F(KeyAveragesTest, GroupByStackUsesTheEnclosingPythonFrames) {
+  const Trace t = recursive();
+  KeyAverageOptions o;
+  o.group_by_stack_n = 2;
+  const KeyAverages k = compute_key_averages(MaterializedSource(t), o);
+  // r runs in the inner f, called from the outer f: innermost first.
+  EXPECT_EQ(entry(k, t, "r", {"f", "f"}).count, 1u);
+  EXPECT_EQ(entry(k, t, "g", {"f", "f"}).count, 1u);  // g(20..30)
+  EXPECT_EQ(entry(k, t, "g", {"f"}).count, 1u);       // g(70..90), one frame above it
+  EXPECT_EQ(entry(k, t, "f", {"f"}).count, 1u);
+  size_t roots = 0;
+  for (const KeyAverage& e : k.entries) roots += e.stack.empty();
+  EXPECT_EQ(roots, 1u);  // the outer f
+}
+
+TEST_F(KeyAveragesTest, GroupByInputShapeAndFlops) {
+  Trace t;
+  t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
+  const uint32_t mm = t.intern(sym("aten::mm"));
+  EventDetail a, b;
+  a.inputs = {RangeInput::of_shape({2, 3}), RangeInput::of_shape({3, 4})};
+  a.flops = 48;
+  b.inputs = {RangeInput::of_shape({5, 5}), RangeInput::of_int(1)};
+  b.flops = 250;
+  t.details = {a, b};
+  t.events = {ev(0, 10, -1, mm, 0, EventCategory::kCpuOp),
+              ev(20, 10, -1, mm, 0, EventCategory::kCpuOp),
+              ev(40, 30, -1, mm, 0, EventCategory::kCpuOp)};
+  t.events[0].detail = 0;
+  t.events[1].detail = 0;
+  t.events[2].detail = 1;
+  t.stop_ns = 100;
+  EXPECT_EQ(format_input_shapes(a.inputs), "[[2, 3], [3, 4]]");
+  EXPECT_EQ(format_input_shapes(b.inputs), "[[5, 5], []]");
+  const KeyAverages plain = compute_key_averages(MaterializedSource(t));
+  ASSERT_EQ(plain.entries.size(), 1u);
+  EXPECT_EQ(plain.entries[0].count, 3u);
+  EXPECT_EQ(plain.entries[0].flops, 48 + 48 + 250);
+  EXPECT_EQ(plain.entries[0].input_shapes, "");
+  KeyAverageOptions o;
+  o.group_by_input_shape = true;
+  const KeyAverages k = compute_key_averages(MaterializedSource(t), o);
+  ASSERT_EQ(k.entries.size(), 2u);
+  EXPECT_EQ(k.entries[0].input_shapes, "[[2, 3], [3, 4]]");
+  EXPECT_EQ(k.entries[0].count, 2u);
+  EXPECT_EQ(k.entries[0].total_ns, 20);
+  EXPECT_EQ(k.entries[1].input_shapes, "[[5, 5], []]");
+  EXPECT_EQ(k.entries[1].total_ns, 30);
+}
+
+// Memory samples arrive among the events of a replay and go to the innermost open event.
+TEST_F(KeyAveragesTest, MemoryAttributionInAReplay) {
+  SessionConfig c;
+  c.profile_memory = true;
+  c.start_stop_marks = false;
+  enable_profiler(c);
+  {
+    ScopedRange outer("outer");
+    record_memory(nullptr, 7, 7);
+    {
+      ScopedRange inner("inner");
+      record_memory(nullptr, 100, 107);
+      record_memory(nullptr, -40, 67);
+    }
+  }
+  const StoredTrace stored = StoredTrace::from_raw(std::move(*disable_profiler()));
+  const KeyAverages k = compute_key_averages(stored);
+  const Trace t = materialize(stored);
+  EXPECT_EQ(entry(k, t, "inner").memory_self, 60);
+  EXPECT_EQ(entry(k, t, "inner").memory_total, 60);
+  EXPECT_EQ(entry(k, t, "outer").memory_self, 7);
+  EXPECT_EQ(entry(k, t, "outer").memory_total, 67);
+}
+
+TEST_F(KeyAveragesTest, CpuTimeInterpolatedPerSliceAndNeverAboveWall) {
+  Trace t = recursive();
+  // The thread is on CPU from 0 to 50 (rate 1), then waits (rate 0) until 100.
+  t.threads[0].cpu_samples = {{0, 1000}, {50, 1050}, {100, 1050}};
+  const KeyAverages k = compute_key_averages(MaterializedSource(t));
+  EXPECT_TRUE(k.has_cpu);
+  const KeyAverage& f = entry(k, t, "f");
+  EXPECT_EQ(f.cpu_total_ns, 50);
+  // outer f self: 0..10 (10 on CPU) + 60..70 and 90..100 (none); inner f self: 10..60 minus g
+  // and r (30 wall of which 10..20, 30..40 and 50..50 on CPU: 20 of 30; 50..60 none).
+  EXPECT_EQ(f.cpu_self_ns, 10 + 20);
+  const KeyAverage& g = entry(k, t, "g");
+  EXPECT_EQ(g.cpu_total_ns, 10);  // 20..30 on CPU; 70..90 waiting
+  EXPECT_EQ(k.threads[0].cpu_self_ns, 50);
+  EXPECT_TRUE(k.threads[0].cpu_known);
+}
+
+TEST_F(KeyAveragesTest, RangeOutlivingItsFrameLeavesTheFramesSelfTime) {
+  Trace t;
+  t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
+  const uint32_t f = t.intern(sym("f")), r = t.intern(sym("r"));
+  t.events = {ev(0, 50, -1, f, 0), ev(10, 60, 0, r, 1, EventCategory::kUserAnnotation)};
+  t.stop_ns = 100;
+  const KeyAverages k = compute_key_averages(MaterializedSource(t));
+  EXPECT_EQ(entry(k, t, "r").self_ns, 60);
+  EXPECT_GE(entry(k, t, "f").self_ns, 0);
+  EXPECT_LE(entry(k, t, "f").self_ns + entry(k, t, "r").self_ns, 70);
+}
+
+TEST_F(KeyAveragesTest, GroupByThread) {
+  Trace t = recursive();
+  t.threads.push_back(ThreadInfo{1, 12, 112, 2, "worker"});
+  t.events.push_back(ev(0, 30, -1, 1, 0));  // g on the second thread
+  t.events.back().thread = 1;
+  KeyAverageOptions o;
+  o.group_by_thread = true;
+  const KeyAverages k = compute_key_averages(MaterializedSource(t), o);
+  int64_t g_main = -1, g_worker = -1;
+  for (const KeyAverage& e : k.entries) {
+    if (t.symbols[e.symbol].name != "g") continue;
+    (e.thread == 0 ? g_main : g_worker) = e.total_ns;
+  }
+  EXPECT_EQ(g_main, 30);
+  EXPECT_EQ(g_worker, 30);
+  EXPECT_EQ(k.threads[1].self_ns, 30);
+}
+
+TEST_F(KeyAveragesTest, CpuTrackThinsCollinearReadingsAndKeepsBends) {
+  internal::CpuTrack track;
+  // busy for 100 readings (1 ns of CPU per tick), then idle for 100: three readings describe it.
+  // (a reading a millisecond, far above the 20 µs tolerance)
+  for (int64_t i = 0; i <= 100; ++i) track.add(uint64_t(1'000'000 * i), 1'000'000 * i);
+  for (int64_t i = 101; i <= 200; ++i) track.add(uint64_t(1'000'000 * i), 100'000'000);
+  const auto kept = track.finish();
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].ticks, 0u);
+  EXPECT_EQ(kept[1].ticks, 100'000'000u);
+  EXPECT_EQ(kept[2].ticks, 200'000'000u);
+  EXPECT_EQ(kept[2].cpu_ns, 100'000'000);
+  internal::CpuTrack noisy;  // within tolerance of a line: thinned to its ends
+  for (int i = 0; i <= 50; ++i) noisy.add(uint64_t(1'000'000 * i), 500'000 * i + (i % 2) * 10'000);
+  EXPECT_EQ(noisy.finish().size(), 2u);
+  internal::CpuTrack backwards;
+  backwards.add(10, 10);
+  backwards.add(20, 5);  // CPU time never goes back: ignored
+  backwards.add(5, 20);  // nor does time
+  EXPECT_EQ(backwards.finish().size(), 1u);
+}
+
+TEST_F(KeyAveragesTest, SessionReadsEveryRecordingThreadsCpuClock) {
+  SessionConfig c;
+  c.cpu_sample_period_ns = 1'000'000;
+  enable_profiler(c);
+  auto spin = [] {
+    ScopedRange r("spin");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+    volatile uint64_t x = 0;
+    while (std::chrono::steady_clock::now() < end) x = x + 1;
+  };
+  auto sleep = [] {
+    ScopedRange r("sleep");
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  };
+  std::thread a(spin), b(sleep);
+  a.join();
+  b.join();
+  const StoredTrace stored = StoredTrace::from_raw(std::move(*disable_profiler()));
+  const Trace t = materialize(stored);
+  const KeyAverages k = compute_key_averages(stored);
+  ASSERT_TRUE(k.has_cpu);
+  const KeyAverage& s = entry(k, t, "sleep");
+  const KeyAverage& p = entry(k, t, "spin");
+  // A sleeping thread uses next to no CPU, whatever the machine's load.
+  EXPECT_LT(s.cpu_total_ns, s.total_ns / 4);
+  EXPECT_GT(p.cpu_total_ns, 0);
+  EXPECT_LE(p.cpu_total_ns, p.total_ns);
+  for (const ThreadInfo& th : t.threads) {
+    EXPECT_GE(th.cpu_samples.size(), 2u) << th.os_tid;  // a first and a last reading at least
+    for (size_t i = 1; i < th.cpu_samples.size(); ++i) {
+      EXPECT_GE(th.cpu_samples[i].time_ns, th.cpu_samples[i - 1].time_ns);
+      EXPECT_GE(th.cpu_samples[i].cpu_ns, th.cpu_samples[i - 1].cpu_ns);
+    }
+  }
+  // .fstrace keeps them.
+  const StoredTrace back = StoredTrace::deserialize(stored.serialize());
+  ASSERT_EQ(back.threads().size(), stored.threads().size());
+  for (size_t i = 0; i < back.threads().size(); ++i) {
+    EXPECT_EQ(back.threads()[i].cpu_samples.size(), stored.threads()[i].cpu_samples.size());
+  }
+  EXPECT_EQ(compute_key_averages(back).entries.size(), k.entries.size());
+}
+
+TEST_F(KeyAveragesTest, NoCpuReadingsWithoutSampling) {
+  enable_profiler();
+  {
+    ScopedRange r("x");
+  }
+  const StoredTrace stored = StoredTrace::from_raw(std::move(*disable_profiler()));
+  for (const ThreadInfo& th : stored.threads()) EXPECT_TRUE(th.cpu_samples.empty());
+  EXPECT_FALSE(compute_key_averages(stored).has_cpu);
+}
+
+}  // namespace
+}  // namespace framescope_test

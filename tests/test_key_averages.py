@@ -1,0 +1,263 @@
+"""key_averages(): torch's attributes and table over a real session, checked against the events."""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import framescope
+from framescope.key_averages import FunctionEventAvg
+
+
+def fib(n: int) -> int:
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def leaf() -> int:
+    return sum(range(100))
+
+
+def caller_a() -> None:
+    with framescope.record_function("shared_range"):
+        leaf()
+
+
+def caller_b() -> None:
+    for _ in range(2):
+        with framescope.record_function("shared_range"):
+            leaf()
+
+
+def workload() -> None:
+    fib(12)
+    caller_a()
+    caller_b()
+
+
+def by_key(avgs: list[FunctionEventAvg]) -> dict[str, FunctionEventAvg]:
+    out = {e.key: e for e in avgs}
+    assert len(out) == len(avgs), "keys are unique without grouping"
+    return out
+
+
+def expected_from_events(prof: framescope.profile) -> dict[str, tuple[int, int, int]]:
+    """(count, total ns counting a name only where no enclosing event has it, self ns) per name,
+    computed here from the events the trace reports (parents and durations)."""
+    events = list(prof.events())
+    children_ns: dict[int, int] = defaultdict(int)
+    for e in events:
+        if e.duration_ns >= 0 and e.parent is not None:
+            children_ns[e.parent] += e.duration_ns
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for e in events:
+        if e.duration_ns < 0:
+            continue
+        row = out[e.name]
+        row[0] += 1
+        row[2] += e.duration_ns - children_ns[e.index]
+        p, nested = e.parent, False
+        while p is not None:
+            if events[p].name == e.name:
+                nested = True
+                break
+            p = events[p].parent
+        if not nested:
+            row[1] += e.duration_ns
+    return {k: (v[0], v[1], v[2]) for k, v in out.items()}
+
+
+def test_attributes_match_the_events_exactly() -> None:
+    with framescope.profile() as prof:
+        workload()
+    avgs = by_key(prof.key_averages())
+    expected = expected_from_events(prof)
+    fib_key = next(k for k in avgs if k.endswith(": fib"))
+    assert avgs[fib_key].count == 465  # calls of fib(12)
+    assert avgs["shared_range"].count == 3
+    assert avgs["shared_range"].category == "user_annotation"
+    for key, (count, total_ns, self_ns) in expected.items():
+        e = avgs[key]
+        assert e.count == count, key
+        assert e.cpu_time_total == pytest.approx(total_ns / 1e3, abs=1e-3), key
+        assert e.self_cpu_time_total == pytest.approx(self_ns / 1e3, abs=1e-3), key
+        assert e.cpu_time == pytest.approx(e.cpu_time_total / e.count)
+        assert e.input_shapes == "" and e.stack == []
+    # recursion counted once: fib's total is its outermost call's duration
+    (outer,) = [e for e in prof.events() if e.name == fib_key and
+                (e.parent is None or prof.events()[e.parent].name != fib_key)]
+    assert avgs[fib_key].cpu_time_total == pytest.approx(outer.duration_ns / 1e3, abs=1e-3)
+
+
+def test_c_calls_appear() -> None:
+    with framescope.profile(c_calls=True) as prof:
+        sorted([3, 1, 2])
+        len("abc")
+    keys = {e.key for e in prof.key_averages()}
+    assert any("sorted" in k for k in keys) and any("len" in k for k in keys), keys
+
+
+def test_group_by_stack_uses_the_python_frames_that_called_the_range() -> None:
+    with framescope.profile() as prof:
+        workload()
+    rows = [e for e in prof.key_averages(group_by_stack_n=1) if e.key == "shared_range"]
+    by_caller = {e.stack[0].rsplit(": ", 1)[1]: e.count for e in rows}
+    assert by_caller == {"caller_a": 1, "caller_b": 2}
+    deep = [e for e in prof.key_averages(group_by_stack_n=3) if e.key == "shared_range"]
+    for e in deep:
+        assert [s.rsplit(": ", 1)[1] for s in e.stack[1:]][:1] == ["workload"]
+    table = prof.key_averages(group_by_stack_n=2).table(sort_by="count", row_limit=5)
+    assert "Source Location" in table
+    assert re.search(r"test_key_averages.py\(\d+\): caller_b", table)
+
+
+def test_table_has_torchs_columns_and_sane_percentages() -> None:
+    with framescope.profile() as prof:
+        workload()
+    avgs = prof.key_averages()
+    table = avgs.table(sort_by="self_cpu_time_total", row_limit=4)
+    lines = table.splitlines()
+    header = lines[1]
+    for column in ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg",
+                   "Self on-CPU", "On-CPU total", "# of Calls"]:
+        assert column in header
+    assert "CPU Mem" not in header and "Input Shapes" not in header
+    rows = lines[3:-3]
+    assert len(rows) == 4
+    percents = [float(p) for p in re.findall(r"(\d+\.\d\d)%", "\n".join(rows))]
+    assert percents and all(0 <= p <= 100 for p in percents)
+    assert lines[-2].startswith("Self CPU time total: ")
+    assert lines[-1].startswith("Self on-CPU time total: ")
+    # sorted by self time, largest first
+    selfs = [e.self_cpu_time_total for e in avgs.sorted_by("self_cpu_time_total")]
+    assert selfs == sorted(selfs, reverse=True)
+    assert "Total" == avgs.total_average().key
+    assert avgs.total_average().count == sum(e.count for e in avgs)
+    with pytest.raises(ValueError, match="unknown sort_by"):
+        avgs.table(sort_by="bogus")
+    with pytest.raises(ValueError, match="time_unit"):
+        avgs.table(time_unit="h")
+    assert "ms" in avgs.table(time_unit="ms").splitlines()[3]
+
+
+def test_on_cpu_time_tells_waiting_from_working() -> None:
+    measured: dict[str, float] = {}
+
+    def spin(seconds: float) -> None:
+        t0 = time.thread_time()
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+        measured["spin"] = time.thread_time() - t0
+
+    def wait(event: threading.Event) -> None:
+        event.wait(0.3)
+
+    ev = threading.Event()
+    with framescope.profile() as prof:
+        w = threading.Thread(target=wait, args=(ev,))
+        w.start()
+        spin(0.3)
+        w.join()
+    avgs = by_key(prof.key_averages())
+    spin_key = next(k for k in avgs if k.rsplit(".", 1)[-1].endswith("spin"))
+    wait_key = next(k for k in avgs if k.endswith("Event.wait") or k.endswith(": wait")
+                    and "threading" in k)
+    s, w_ = avgs[spin_key], avgs[wait_key]
+    assert s.on_cpu_time_total is not None and w_.on_cpu_time_total is not None
+    # The waiting thread used almost no CPU, whatever the machine's load.
+    assert w_.on_cpu_time_total < 0.1 * w_.cpu_time_total
+    # The spinning function's on-CPU time is its thread's CPU clock over the call (as
+    # time.thread_time() saw it), within the interpolation between readings ~4 ms apart.
+    assert s.on_cpu_time_total == pytest.approx(measured["spin"] * 1e6, rel=0.15, abs=5000)
+    assert s.on_cpu_time_total <= s.cpu_time_total + 1e-6
+    text = prof.summary(sort_by="on_cpu", limit=3)
+    assert text.splitlines()[0].startswith("Time on CPU per function")
+    assert spin_key in text.splitlines()[3]  # the first row: the one that worked
+
+
+def test_no_cpu_time_when_disabled() -> None:
+    with framescope.profile(cpu_time=False) as prof:
+        leaf()
+    assert all(e.on_cpu_time_total is None for e in prof.key_averages())
+    assert "On-CPU total" not in prof.key_averages().table()
+    with pytest.raises(ValueError, match="no CPU times"):
+        prof.summary(sort_by="on_cpu")
+
+
+def test_cpu_times_survive_save_load_and_merge(tmp_path: Path) -> None:
+    def busy() -> None:
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:
+            pass
+
+    with framescope.profile() as prof:
+        busy()
+    before = {e.key: e.on_cpu_time_total for e in prof.key_averages()}
+    prof.save(tmp_path / "t.fstrace")
+    loaded = framescope.load(tmp_path / "t.fstrace")
+    assert {e.key: e.on_cpu_time_total for e in loaded.key_averages()} == before
+    loaded.merge(prof, offset_ns=10**9)  # a copy of itself, a second later
+    merged = {e.key: e.on_cpu_time_total for e in loaded.key_averages()}
+    for key, value in before.items():
+        if value is not None:
+            assert merged[key] == pytest.approx(2 * value, abs=1e-3), key
+
+
+def test_summary_percentages_never_exceed_100_and_name_the_measure() -> None:
+    def waiter(cond: threading.Condition) -> None:
+        with cond:
+            cond.wait(0.1)
+
+    cond = threading.Condition()
+    with framescope.profile() as prof:
+        ts = [threading.Thread(target=waiter, args=(cond,)) for _ in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    text = prof.summary(limit=50)
+    assert text.startswith("Wall time per function, by self time; % of the ")
+    assert re.search(r"recorded on \d+ threads", text.splitlines()[0])
+    percents = [float(p) for p in re.findall(r"(\d+\.\d)%", text)]
+    assert percents and max(percents) <= 100.0
+    self_percents = [float(line.split()[2].rstrip("%")) for line in text.splitlines()[3:-1]]
+    assert sum(self_percents) <= 100.5
+    per_thread = prof.summary(limit=5, by_thread=True)
+    sections = [line for line in per_thread.splitlines() if line.startswith("== ")]
+    assert len(sections) == 4  # the main thread and three waiters
+    for p in re.findall(r"(\d+\.\d)%", per_thread):
+        assert float(p) <= 100.0
+    with pytest.raises(ValueError, match="sort_by"):
+        prof.summary(sort_by="bogus")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="torch is installed on 3.11 only")
+def test_table_is_torchs_table_for_the_same_numbers() -> None:
+    """The same FunctionEventAvg numbers through torch's own _build_table give the same text."""
+    torch_profiler_util = pytest.importorskip("torch.autograd.profiler_util")
+    with framescope.profile(cpu_time=False) as prof:
+        workload()
+    ours = prof.key_averages()
+    theirs = []
+    for e in ours:
+        t = torch_profiler_util.FunctionEventAvg()
+        t.key = e.key
+        t.count = e.count
+        t.cpu_time_total = e.cpu_time_total
+        t.self_cpu_time_total = e.self_cpu_time_total
+        t.input_shapes = e.input_shapes
+        t.stack = e.stack
+        t.is_user_annotation = e.category == "user_annotation"
+        t.node_id = -1
+        t.overload_name = ""
+        theirs.append(t)
+    torch_list = torch_profiler_util.EventList(theirs, profile_memory=False, with_flops=False)
+    for sort_by in ("self_cpu_time_total", "cpu_time_total", "count"):
+        assert ours.table(sort_by=sort_by, row_limit=7) == torch_list.table(
+            sort_by=sort_by, row_limit=7)
