@@ -17,7 +17,8 @@ clockid_t thread_cpu_clock(uint64_t tid) noexcept {
   // CPUCLOCK_SCHED (2) names the scheduler's runtime of one thread. This is glibc's
   // pthread_getcpuclockid() with the OS id given directly; the kernel refuses ids of threads
   // that are gone or belong to another process.
-  return clockid_t((~clockid_t(tid)) << 3) | clockid_t(6);
+  // (computed unsigned: shifting the negative ~id left is undefined behaviour in C++17)
+  return clockid_t(((~uint32_t(tid)) << 3) | 6u);
 }
 
 namespace {
