@@ -2,6 +2,9 @@
 
     python bench/export.py [--n 30] [--stream-events 200e6] [--output bench/results/export.json]
 
+The results file keeps one entry per Python version ("runs": {"3.12": ...}) and the last
+streamed run ("stream"); --stream-events 0 skips the long streamed session (~2 min).
+
 - each format's speed and size: events/s and bytes/event (an "event" is a recorded call or
   return, so a slice is two events; as in the issue, 2.5 M calls = 5 M events), best of 2;
 - beside VizTracer's save() of the same workload and, where torch is installed (3.11 here), torch's
@@ -282,6 +285,8 @@ def main() -> None:
     args = ap.parse_args()
     import framescope
 
+    load_start = os.getloadavg()
+    print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}")
     sys.setrecursionlimit(10000)
     with framescope.profile() as prof:
         fib(args.n)
@@ -314,12 +319,26 @@ def main() -> None:
         met["stream_perfetto_holds_every_event"] = bool(stream["perfetto_holds_every_event"])
     print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in met.items()))
     doc = {"python": platform.python_version(), "machine": platform.processor() or platform.machine(),
-           "cpus": os.cpu_count(), "workload": f"fib({args.n})", "events": events,
+           "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+           "load_average": {"start": load_start, "end": os.getloadavg()},
+           "workload": f"fib({args.n})", "events": events,
            "formats": formats, "events_iter": events_iter, "memory": memory, "peers": peers,
            "stream": stream, "targets": TARGETS, "met": met}
+    # One file for every Python: this run replaces its own version's entry; the last streamed
+    # run is kept beside them (a run with --stream-events 0 leaves it as it was).
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    results: dict[str, Any] = {}
+    if os.path.exists(args.output):
+        with open(args.output) as f:
+            old = json.load(f)
+        if isinstance(old, dict) and isinstance(old.get("runs"), dict):
+            results = old
+    results.setdefault("runs", {})
+    results["runs"][".".join(platform.python_version().split(".")[:2])] = doc
+    if isinstance(stream, dict):
+        results["stream"] = {"python": platform.python_version(), **stream}
     with open(args.output, "w") as f:
-        json.dump(doc, f, indent=1)
+        json.dump(results, f, indent=1)
     print(f"results: {args.output}")
 
 

@@ -3,6 +3,11 @@
 // Each thread's stacks form a trie (parent node, symbol) -> node; a slice's self time (its
 // duration less its children's) is added to its node when it ends. At the end every node with
 // self time becomes a line. The root frame is the thread ("name (tid)").
+//
+// A line holds its whole stack, so the output grows with the square of the depth: a recursion
+// 100,000 deep would write ~100 GB. Frames deeper than kMaxDepth are therefore folded into one
+// frame "[deeper frames]" under the frame at that depth (their self time is kept there, so the
+// lines still sum to the thread's total).
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -46,12 +51,20 @@ class CollapsedWriter final : public TraceVisitor {
   }
   void slice_begin(const Slice& s) override {
     const uint32_t parent = stack_.empty() ? 0 : stack_.back().node;
-    const uint64_t key = (uint64_t(parent) << 32) | s.symbol;
+    uint32_t symbol = s.symbol;
+    if (stack_.size() >= kMaxDepth) {
+      if (stack_.size() > kMaxDepth) {  // already inside the folded frame
+        stack_.push_back({parent, 0});
+        return;
+      }
+      symbol = kDeeper;
+    }
+    const uint64_t key = (uint64_t(parent) << 32) | symbol;
     auto it = children_.find(key);
     uint32_t node;
     if (it == children_.end()) {
       node = uint32_t(nodes_.size());
-      nodes_.push_back({parent, s.symbol, 0});
+      nodes_.push_back({parent, symbol, 0});
       children_.emplace(key, node);
     } else {
       node = it->second;
@@ -64,6 +77,8 @@ class CollapsedWriter final : public TraceVisitor {
     stack_.pop_back();
     nodes_[o.node].self_ns += s.dur_ns - o.child_ns;
     if (!stack_.empty()) stack_.back().child_ns += s.dur_ns;
+    // (inside the folded frame, parent and child share a node: the child's time goes to it as
+    // self time once, and is taken off again as the parent's child time, so it counts once)
   }
   void end_thread(uint32_t) override {
     // Integer µs per line, the remainder carried to the next line, so that a thread's lines sum
@@ -80,7 +95,8 @@ class CollapsedWriter final : public TraceVisitor {
       out_.put(root_);
       for (size_t i = path.size(); i-- > 0;) {
         out_.put(';');
-        out_.put(names_[path[i]]);
+        out_.put(path[i] == kDeeper ? std::string_view("[deeper frames]")
+                                    : std::string_view(names_[path[i]]));
       }
       out_.put(' ');
       out_.put_int(us);
@@ -91,6 +107,9 @@ class CollapsedWriter final : public TraceVisitor {
   void end_trace() override { out_.flush(); }
 
  private:
+  /// Frames of a line at most (below the thread's root); deeper ones fold into kDeeper.
+  static constexpr size_t kMaxDepth = 1000;
+  static constexpr uint32_t kDeeper = UINT32_MAX;
   struct Node {
     uint32_t parent;
     uint32_t symbol;

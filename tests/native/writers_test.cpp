@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -406,6 +407,58 @@ TEST_F(WritersTest, ExtremeHandMadeTracesAreWrittenWithoutOverflow) {
   StringSink json;
   write_chrome_json(source, json);
   EXPECT_NO_THROW(parse(json.out));  // still valid JSON
+}
+
+}  // namespace
+}  // namespace framescope_test
+
+namespace framescope_test {
+namespace {
+
+TEST_F(WritersTest, CollapsedStacksFoldFramesDeeperThanTheLimit) {
+  // One chain 5000 deep, every frame 2 µs of self time: written whole, the lines would hold
+  // 12.5 M frames (the output grows with the square of the depth). Frames from depth 1000 on
+  // fold into one "[deeper frames]" frame that keeps their self time.
+  constexpr int64_t kDepth = 5000;
+  Trace t;
+  t.threads.push_back(ThreadInfo{1, 2, 3, 4, "deep"});
+  Symbol s;
+  s.name = s.function = "f";
+  t.intern(s);
+  for (int64_t i = 0; i < kDepth; ++i) {
+    TraceEvent e;
+    e.start_ns = i * 1000;
+    e.dur_ns = (2 * kDepth - 2 * i) * 1000;
+    e.parent = i - 1;
+    e.depth = uint32_t(i);
+    t.events.push_back(e);
+  }
+  t.start_ns = 0;
+  t.stop_ns = 2 * kDepth * 1000;
+  MaterializedSource source(t);
+  StringSink sink;
+  write_collapsed(source, sink);
+  std::istringstream in(sink.out);
+  std::string line;
+  int64_t sum = 0, lines = 0;
+  size_t deepest = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    const size_t space = line.rfind(' ');
+    ASSERT_NE(space, std::string::npos);
+    sum += std::stoll(line.substr(space + 1));
+    const std::string stack = line.substr(0, space);
+    const size_t frames = size_t(std::count(stack.begin(), stack.end(), ';'));
+    deepest = std::max(deepest, frames);
+    if (frames == 1001) {
+      EXPECT_EQ(stack.substr(stack.rfind(';') + 1), "[deeper frames]");
+      EXPECT_EQ(std::stoll(line.substr(space + 1)), 2 * (kDepth - 1000));
+    }
+  }
+  EXPECT_EQ(lines, 1001);
+  EXPECT_EQ(deepest, 1001u);      // 1000 frames and the folded one, below the thread's root
+  EXPECT_EQ(sum, 2 * kDepth);     // every frame's self time, in µs
+  EXPECT_LT(sink.out.size(), 4u << 20);
 }
 
 }  // namespace
