@@ -284,11 +284,20 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
 // A large trace mapped from a file is replayed once per reader; keeping every page it touched
 // resident would make its memory the file's size. The mapping is private, read-only and never
 // written, so dropping its pages loses nothing: a later access faults them in again from the
-// page cache. Only whole pages inside [begin, end) go.
-void release_mapped_pages(const void* begin, const void* end) noexcept {
+// page cache. The range is widened, not narrowed, to whole blocks: keeping the partial pages at
+// each end (and the fault-around pages beside them) left about one page per 256 KiB chunk
+// resident, an RSS that grew with the file (50 MB for 2.4 GB). Releasing a page another reader
+// still needs costs it only a minor fault.
+void release_mapped_pages(const MappedSpan& span, const void* begin, const void* end) noexcept {
+  if (span.empty()) return;
   static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t from = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
-  const uintptr_t to = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
+  const uintptr_t grain = std::max(kReleaseGrain, page);
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(span.begin) & ~(page - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(span.end) + page - 1) & ~(page - 1);
+  uintptr_t from = reinterpret_cast<uintptr_t>(begin) & ~(grain - 1);
+  uintptr_t to = (reinterpret_cast<uintptr_t>(end) + grain - 1) & ~(grain - 1);
+  from = std::max(from, lo);
+  to = std::min(to, hi);
   if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
@@ -348,7 +357,7 @@ class Replayer {
         // Blocks of slots, so that a mapped trace's pages can be let go of as the replay passes.
         if (part_.release_pages &&
             (k_ - released_ >= kReleaseBlockSlots || k_ == run.count || stopped_)) {
-          release_mapped_pages(run.slots + released_, run.slots + k_);
+          release_mapped_pages(part_.mapped_span, run.slots + released_, run.slots + k_);
           released_ = k_;
         }
         if (k_ == run.count) {

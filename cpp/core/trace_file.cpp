@@ -321,7 +321,7 @@ struct PendingChunk {
 
 // Reads a part's tables into `part` and attaches the chunks collected for its threads.
 void read_tables(std::string_view payload, TracePart& part,
-                 std::map<uint32_t, std::vector<PendingChunk>>& chunks, bool mapped) {
+                 std::map<uint32_t, std::vector<PendingChunk>>& chunks, MappedSpan span) {
   Reader r(payload);
   uint64_t n = r.count(28);
   for (uint64_t i = 0; i < n; ++i) {
@@ -455,7 +455,8 @@ void read_tables(std::string_view payload, TracePart& part,
   for (const PartThread& th : part.threads) {
     for (const SlotRun& run : th.runs) slot_bytes += run.count * sizeof(RawEvent);
   }
-  part.release_pages = mapped && slot_bytes >= kReleasePagesFrom;
+  part.release_pages = !span.empty() && slot_bytes >= kReleasePagesFrom;
+  if (part.release_pages) part.mapped_span = span;
   part.recorded_events = 0;
   for (const PartThread& th : part.threads) {
     for (const SlotRun& run : th.runs) {
@@ -471,7 +472,7 @@ void read_tables(std::string_view payload, TracePart& part,
             ++part.recorded_events;
           }
         }
-        if (part.release_pages) release_mapped_pages(run.slots + block_start, run.slots + k);
+        if (part.release_pages) release_mapped_pages(span, run.slots + block_start, run.slots + k);
       }
     }
   }
@@ -529,6 +530,11 @@ std::string StoredTrace::serialize() const {
 }
 
 StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<const void> owner) {
+  return deserialize_impl(bytes, std::move(owner), false);
+}
+
+StoredTrace StoredTrace::deserialize_impl(std::string_view bytes,
+                                          std::shared_ptr<const void> owner, bool file_mapping) {
   using namespace internal;
   if (bytes.size() < 16 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
     throw TraceFormatError("framescope: not a framescope trace (.fstrace)");
@@ -546,11 +552,14 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
   size_t pos = 16;
   // Reading a record header faults in the pages around it (the kernel maps up to 64 KiB around
   // a fault): a big mapped file lets go of what the scan passed, as the replay does.
-  const bool release = in_place && bytes.size() >= kReleasePagesFrom;
+  // Only a file mapping: MADV_DONTNEED would zero an owner's anonymous memory.
+  MappedSpan span;
+  if (in_place && file_mapping) span = {bytes.data(), bytes.data() + bytes.size()};
+  const bool release = !span.empty() && bytes.size() >= kReleasePagesFrom;
   size_t released = 0;
   while (pos < bytes.size()) {
     if (release && pos - released >= kReleaseBlockSlots * sizeof(RawEvent)) {
-      release_mapped_pages(bytes.data() + released, bytes.data() + pos);
+      release_mapped_pages(span, bytes.data() + released, bytes.data() + pos);
       released = pos;
     }
     if (bytes.size() - pos < 16) fail("truncated record header");
@@ -611,7 +620,7 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
       }
       case RecordType::kTables: {
         if (!part) fail("tables outside a part");
-        read_tables(payload, *part, chunks, in_place);
+        read_tables(payload, *part, chunks, span);
         if (in_place) part->mapped = owner;
         out.add_part(std::move(part), offset_ns);
         part.reset();
@@ -628,6 +637,7 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
         fail("unknown record");
     }
   }
+  if (release) release_mapped_pages(span, bytes.data() + released, bytes.data() + bytes.size());
   if (part) {
     throw TraceFormatError(
         "framescope: incomplete trace file: a part has no tables (the session that streamed it "
@@ -674,7 +684,7 @@ StoredTrace StoredTrace::load(const std::string& path) {
   }
   ::close(fd);
   std::string_view bytes(static_cast<const char*>(m->addr), m->size);
-  return deserialize(bytes, m);
+  return deserialize_impl(bytes, m, true);
 }
 
 }  // namespace framescope

@@ -64,6 +64,13 @@ struct PartAsyncEnd {
   uint64_t ticks = 0;
 };
 
+/// A private, read-only mapping of a whole trace file: [begin, end), begin page-aligned.
+struct MappedSpan {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+  bool empty() const { return begin == end; }
+};
+
 /// Immutable after construction (shared between StoredTraces).
 struct TracePart {
   ClockConverter clock;
@@ -87,6 +94,9 @@ struct TracePart {
   std::shared_ptr<const void> mapped;
   // Mapped and large: the replay lets go of the pages it passed (replay.cpp, release_pages).
   bool release_pages = false;
+  // The whole private read-only file mapping the slots lie in (load() only; else empty): pages
+  // are released only inside it.
+  MappedSpan mapped_span;
 
   int64_t start_ns() const { return clock.to_ns(start_ticks); }
   int64_t stop_ns() const { return clock.to_ns(stop_ticks); }
@@ -106,9 +116,15 @@ constexpr uint64_t kReleaseBlockSlots = uint64_t(1) << 19;
 /// Mapped parts with this many bytes of slots or more have release_pages (a streamed trace of
 /// 200 M events maps 1.6 GB); smaller ones stay resident for re-reads.
 constexpr uint64_t kReleasePagesFrom = uint64_t(64) << 20;
-/// Lets go of the whole pages inside [begin, end) of a mapped (private, read-only) trace file:
-/// a later access faults them in again from the file. Defined in replay.cpp.
-void release_mapped_pages(const void* begin, const void* end) noexcept;
+/// Pages are released in aligned blocks of this size: the kernel maps the page-cache pages
+/// around a faulting address in such a block ("fault-around", 64 KiB by default), so pages next
+/// to what a reader touched are mapped too and must go with it.
+constexpr uintptr_t kReleaseGrain = uintptr_t(64) << 10;
+/// Lets go of the pages of `span` (a private, read-only mapping of a trace file) that overlap
+/// [begin, end), widened to kReleaseGrain-aligned blocks and clipped to the mapping: a later
+/// access faults them in again from the file. Nothing happens outside `span` (an empty span:
+/// nothing at all). Defined in replay.cpp.
+void release_mapped_pages(const MappedSpan& span, const void* begin, const void* end) noexcept;
 
 /// Replays one part into `visitor`, reporting ids through `ref` (symbol map, thread and detail
 /// bases, time offset). `next_index` is the index of the part's first event and is advanced past

@@ -120,6 +120,10 @@ class StoredTrace final : public TraceSource {
  private:
   void add_part(std::shared_ptr<const internal::TracePart> part, int64_t offset_ns);
   uint32_t intern(const Symbol& s);
+  // deserialize() of a private read-only file mapping (load()): only such slots may have their
+  // pages released (MADV_DONTNEED) as they are read; any other owner's memory would be zeroed.
+  static StoredTrace deserialize_impl(std::string_view bytes, std::shared_ptr<const void> owner,
+                                      bool file_mapping);
 
   std::vector<PartRef> parts_;
   std::vector<Symbol> symbols_;
