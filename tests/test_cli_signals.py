@@ -9,8 +9,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +22,34 @@ from trace_checker import check_trace, load_trace
 
 def framescope_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "framescope", "run", *args]
+
+
+def _default_sigint() -> None:
+    # A shell that runs the suite in the background (or nohup) leaves SIGINT ignored, which a
+    # child inherits, and python then never raises KeyboardInterrupt: Ctrl-C as a terminal sends it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def spawn() -> Iterator[Any]:
+    """Starts a program as from a terminal (SIGINT at its default), its output piped; a watchdog
+    kills it after 120 s so that a test waiting on its output fails instead of hanging."""
+    started: list[tuple[subprocess.Popen[str], threading.Timer]] = []
+
+    def start(cmd: list[str], cwd: Path) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, preexec_fn=_default_sigint)
+        watchdog = threading.Timer(120, proc.kill)
+        watchdog.start()
+        started.append((proc, watchdog))
+        return proc
+
+    yield start
+    for proc, watchdog in started:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def write(path: Path, code: str) -> Path:
@@ -46,10 +77,9 @@ LOOP = """
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
-def test_termination_signal_writes_the_trace(tmp_path: Path, signame: str) -> None:
+def test_termination_signal_writes_the_trace(tmp_path: Path, signame: str, spawn: Any) -> None:
     write(tmp_path / "loop.py", LOOP)
-    proc = subprocess.Popen(framescope_cmd("-o", "t.json", "loop.py"), cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = spawn(framescope_cmd("-o", "t.json", "loop.py"), tmp_path)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(getattr(signal, signame))
@@ -77,10 +107,9 @@ CATCHES_FIRST_CTRL_C = """
 """
 
 
-def test_second_ctrl_c_writes_the_trace(tmp_path: Path) -> None:
+def test_second_ctrl_c_writes_the_trace(tmp_path: Path, spawn: Any) -> None:
     write(tmp_path / "stubborn.py", CATCHES_FIRST_CTRL_C)
-    proc = subprocess.Popen(framescope_cmd("-o", "t.json", "stubborn.py"), cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = spawn(framescope_cmd("-o", "t.json", "stubborn.py"), tmp_path)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGINT)
@@ -92,13 +121,12 @@ def test_second_ctrl_c_writes_the_trace(tmp_path: Path) -> None:
     assert "stubborn.py(4): work" in names_in(tmp_path / "t.json")
 
 
-def test_single_ctrl_c_is_reported_as_python_does(tmp_path: Path) -> None:
+def test_single_ctrl_c_is_reported_as_python_does(tmp_path: Path, spawn: Any) -> None:
     write(tmp_path / "loop.py", LOOP)
     results = {}
     for mode in ("plain", "framescope"):
         cmd = [sys.executable, "loop.py"] if mode == "plain" else framescope_cmd("-o", "t.json", "loop.py")
-        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = spawn(cmd, tmp_path)
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
         proc.send_signal(signal.SIGINT)
