@@ -24,21 +24,22 @@ def framescope_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "framescope", "run", *args]
 
 
-def _default_sigint() -> None:
-    # A shell that runs the suite in the background (or nohup) leaves SIGINT ignored, which a
-    # child inherits, and python then never raises KeyboardInterrupt: Ctrl-C as a terminal sends it.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def _default_signals() -> None:
+    # A shell that runs the suite in the background leaves SIGINT ignored, nohup SIGHUP, and a
+    # child inherits that (python then never raises KeyboardInterrupt): start it as a terminal would.
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 @pytest.fixture
 def spawn() -> Iterator[Any]:
-    """Starts a program as from a terminal (SIGINT at its default), its output piped; a watchdog
+    """Starts a program as from a terminal (SIGINT, SIGHUP, SIGTERM at their defaults), its output piped; a watchdog
     kills it after 120 s so that a test waiting on its output fails instead of hanging."""
     started: list[tuple[subprocess.Popen[str], threading.Timer]] = []
 
     def start(cmd: list[str], cwd: Path) -> subprocess.Popen[str]:
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, preexec_fn=_default_sigint)
+                                text=True, preexec_fn=_default_signals)
         watchdog = threading.Timer(120, proc.kill)
         watchdog.start()
         started.append((proc, watchdog))
