@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "byte_reader.h"
+
 namespace framescope {
 
 const char* category_name(EventCategory c) noexcept {
@@ -153,69 +155,20 @@ class Writer {
   std::string out;
 };
 
-class Reader {
- public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  template <class T>
-  T pod() {
-    need(sizeof(T));
-    T v;
-    std::memcpy(&v, in_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
-    return v;
-  }
-  std::string str() {
-    uint64_t n = pod<uint64_t>();
-    need(n);
-    std::string s(in_.substr(pos_, n));
-    pos_ += n;
-    return s;
-  }
-  uint64_t count(size_t min_item_bytes) {
-    uint64_t n = pod<uint64_t>();
-    if (min_item_bytes && n > (in_.size() - pos_) / min_item_bytes) fail();
-    return n;
-  }
-  bool done() const { return pos_ == in_.size(); }
-  [[noreturn]] static void fail() {
+// The old in-memory serialization has one error for every defect it finds.
+struct MalformedSerializedTrace {
+  [[noreturn]] void operator()(const char*) const {
     throw std::runtime_error("framescope: malformed serialized trace");
   }
-
- private:
-  void need(uint64_t n) {
-    if (n > in_.size() - pos_) fail();
-  }
-  std::string_view in_;
-  size_t pos_ = 0;
 };
+using Reader = internal::ByteReader<MalformedSerializedTrace>;
+[[noreturn]] void malformed() { MalformedSerializedTrace()(""); }
 
 constexpr char kMagic[8] = {'F', 'S', 'T', 'R', 'A', 'C', 'E', '1'};
 
 // Times and durations of a valid trace are far below this (2^62 ns is ~146 years).
 constexpr int64_t kMaxTime = int64_t(1) << 62;
 bool valid_time(int64_t t) { return t > -kMaxTime && t < kMaxTime; }
-
-void write_input(Writer& w, const RangeInput& in) {
-  w.pod<uint8_t>(uint8_t(in.kind));
-  w.pod<int64_t>(in.int_value);
-  w.pod<double>(in.double_value);
-  w.str(in.text);
-  w.pod<uint64_t>(in.shape.size());
-  for (int64_t d : in.shape) w.pod<int64_t>(d);
-}
-
-RangeInput read_input(Reader& r) {
-  RangeInput in;
-  uint8_t k = r.pod<uint8_t>();
-  if (k > uint8_t(RangeInput::Kind::kShape)) Reader::fail();
-  in.kind = RangeInput::Kind(k);
-  in.int_value = r.pod<int64_t>();
-  in.double_value = r.pod<double>();
-  in.text = r.str();
-  uint64_t n = r.count(8);
-  for (uint64_t i = 0; i < n; ++i) in.shape.push_back(r.pod<int64_t>());
-  return in;
-}
 
 }  // namespace
 
@@ -259,7 +212,7 @@ std::string Trace::serialize() const {
     w.pod<int64_t>(d.seq_nr);
     w.pod<int64_t>(d.flops);
     w.pod<uint64_t>(d.inputs.size());
-    for (const RangeInput& in : d.inputs) write_input(w, in);
+    for (const RangeInput& in : d.inputs) internal::write_range_input(w, in);
   }
   w.pod<uint64_t>(memory.size());
   for (const MemorySample& m : memory) {
@@ -284,7 +237,7 @@ Trace Trace::deserialize(std::string_view bytes) {
   Trace t;
   t.start_ns = r.pod<int64_t>();
   t.stop_ns = r.pod<int64_t>();
-  if (!valid_time(t.start_ns) || !valid_time(t.stop_ns)) Reader::fail();
+  if (!valid_time(t.start_ns) || !valid_time(t.stop_ns)) malformed();
   t.dropped_events = r.pod<uint64_t>();
   t.recorded_events = r.pod<uint64_t>();
   uint64_t n = r.count(28);
@@ -323,7 +276,7 @@ Trace Trace::deserialize(std::string_view bytes) {
     if (!valid_time(e.start_ns) || !valid_time(e.dur_ns) || e.dur_ns < -1 ||
         cat > uint8_t(EventCategory::kOther) || e.symbol >= t.symbols.size() ||
         e.thread >= t.threads.size() || e.parent >= int64_t(i) || e.parent < -1) {
-      Reader::fail();
+      malformed();
     }
     e.category = EventCategory(cat);
     e.async_end = flags & 1;
@@ -337,11 +290,11 @@ Trace Trace::deserialize(std::string_view bytes) {
     d.seq_nr = r.pod<int64_t>();
     d.flops = r.pod<int64_t>();
     uint64_t k = r.count(33);
-    for (uint64_t j = 0; j < k; ++j) d.inputs.push_back(read_input(r));
+    for (uint64_t j = 0; j < k; ++j) d.inputs.push_back(internal::read_range_input(r));
     t.details.push_back(std::move(d));
   }
   for (const TraceEvent& e : t.events) {
-    if (e.detail != UINT32_MAX && e.detail >= t.details.size()) Reader::fail();
+    if (e.detail != UINT32_MAX && e.detail >= t.details.size()) malformed();
   }
   n = r.count(48);  // 8+4+8+8+8+8+4 bytes per sample
   for (uint64_t i = 0; i < n; ++i) {
@@ -353,12 +306,12 @@ Trace Trace::deserialize(std::string_view bytes) {
     m.total_allocated = r.pod<int64_t>();
     m.total_reserved = r.pod<int64_t>();
     m.device = r.pod<int32_t>();
-    if (m.thread >= t.threads.size() || !valid_time(m.time_ns)) Reader::fail();
+    if (m.thread >= t.threads.size() || !valid_time(m.time_ns)) malformed();
     t.memory.push_back(m);
   }
   n = r.count(8);
   for (uint64_t i = 0; i < n; ++i) t.warnings.push_back(r.str());
-  if (!r.done()) Reader::fail();
+  if (!r.done()) malformed();
   return t;
 }
 

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <map>
 
+#include "byte_reader.h"
 #include "framescope/stored_trace.h"
 #include "trace_file.h"
 #include "trace_part.h"
@@ -43,60 +44,10 @@ bool valid_time(int64_t t) { return t > -kMaxTime && t < kMaxTime; }
   throw TraceFormatError(std::string("framescope: malformed trace file: ") + what);
 }
 
-class Reader {
- public:
-  explicit Reader(std::string_view in) : in_(in) {}
-  template <class T>
-  T pod() {
-    need(sizeof(T));
-    T v;
-    std::memcpy(&v, in_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
-    return v;
-  }
-  std::string str() {
-    const uint64_t n = pod<uint64_t>();
-    need(n);
-    std::string s(in_.substr(pos_, n));
-    pos_ += n;
-    return s;
-  }
-  uint64_t count(size_t min_item_bytes) {
-    const uint64_t n = pod<uint64_t>();
-    if (n > (in_.size() - pos_) / std::max<size_t>(1, min_item_bytes)) fail("count past the end");
-    return n;
-  }
-  bool done() const { return pos_ == in_.size(); }
-
- private:
-  void need(uint64_t n) {
-    if (n > in_.size() - pos_) fail("truncated");
-  }
-  std::string_view in_;
-  size_t pos_ = 0;
+struct MalformedTraceFile {
+  [[noreturn]] void operator()(const char* what) const { fail(what); }
 };
-
-void write_input(BlockWriter& w, const RangeInput& in) {
-  w.pod<uint8_t>(uint8_t(in.kind));
-  w.pod<int64_t>(in.int_value);
-  w.pod<double>(in.double_value);
-  w.str(in.text);
-  w.pod<uint64_t>(in.shape.size());
-  for (int64_t d : in.shape) w.pod<int64_t>(d);
-}
-
-RangeInput read_input(Reader& r) {
-  RangeInput in;
-  const uint8_t k = r.pod<uint8_t>();
-  if (k > uint8_t(RangeInput::Kind::kShape)) fail("input kind");
-  in.kind = RangeInput::Kind(k);
-  in.int_value = r.pod<int64_t>();
-  in.double_value = r.pod<double>();
-  in.text = r.str();
-  const uint64_t n = r.count(8);
-  for (uint64_t i = 0; i < n; ++i) in.shape.push_back(r.pod<int64_t>());
-  return in;
-}
+using Reader = ByteReader<MalformedTraceFile>;
 
 // In key order, so that the same trace always serializes to the same bytes.
 template <class Map>
@@ -250,7 +201,7 @@ void write_part_tables(BlockWriter& w, const TracePart& part, const ThreadInfo* 
     t.pod<int64_t>(d.seq_nr);
     t.pod<int64_t>(d.flops);
     t.pod<uint64_t>(d.inputs.size());
-    for (const RangeInput& in : d.inputs) write_input(t, in);
+    for (const RangeInput& in : d.inputs) write_range_input(t, in);
   }
   t.pod<uint64_t>(part.async_ends.size());
   for (const PartAsyncEnd& a : part.async_ends) {
@@ -432,7 +383,7 @@ void read_tables(std::string_view payload, TracePart& part,
     d.seq_nr = r.pod<int64_t>();
     d.flops = r.pod<int64_t>();
     const uint64_t k = r.count(33);
-    for (uint64_t j = 0; j < k; ++j) d.inputs.push_back(read_input(r));
+    for (uint64_t j = 0; j < k; ++j) d.inputs.push_back(read_range_input(r));
     part.details.push_back(std::move(d));
   }
   for (const PartThread& th : part.threads) {
