@@ -303,6 +303,21 @@ SessionConfig profiler_config() {
   return g_session->config;
 }
 
+RawThread internal::copy_raw_thread(Session& session, ThreadBuffer& buffer) {
+  RawThread t;
+  t.data = buffer.snapshot();
+  t.buffer_index = buffer.index();
+  t.os_tid = buffer.os_tid;
+  t.pthread_id = buffer.pthread_id;
+  t.logical_tid = buffer.logical_tid;
+  if (session.cpu_sampler) {
+    session.cpu_sampler->read_thread(buffer.index(), buffer.os_tid);
+    t.cpu = session.cpu_sampler->readings(buffer.index());
+  }
+  return t;
+}
+
+
 void RawTraceDeleter::operator()(RawTrace* raw) const noexcept { delete raw; }
 
 RawTracePtr disable_profiler() {
@@ -342,16 +357,7 @@ RawTracePtr disable_profiler() {
   // drain() below) or in a snapshot, never in both.
   if (session->stream) session->stream->close_intake();
   for (auto& buffer : session->buffers) {
-    RawThread t;
-    t.data = buffer->snapshot();
-    t.buffer_index = buffer->index();
-    t.os_tid = buffer->os_tid;
-    t.pthread_id = buffer->pthread_id;
-    t.logical_tid = buffer->logical_tid;
-    if (session->cpu_sampler) {
-      session->cpu_sampler->read_thread(buffer->index(), buffer->os_tid);
-      t.cpu = session->cpu_sampler->readings(buffer->index());
-    }
+    RawThread t = internal::copy_raw_thread(*session, *buffer);
     buffer->detach(buffer.get() == internal::t_slot.buffer);
     raw->threads.push_back(std::move(t));
   }

@@ -94,6 +94,12 @@ struct RawThread {
   std::vector<internal::CpuReading> cpu;  // CPU clock readings (empty without sampling)
 };
 
+namespace internal {
+/// A copy of `buffer`'s events and identity, with its CPU readings taken now when `session`
+/// samples them. The caller holds `session.mutex`. Defined in session.cpp.
+RawThread copy_raw_thread(Session& session, ThreadBuffer& buffer);
+}  // namespace internal
+
 struct RawTrace {
   SessionConfig config;
   ClockConverter clock;

@@ -17,16 +17,7 @@ RawTracePtr snapshot_profiler() {
   raw->start_ticks = session->start_ticks;
   std::lock_guard<std::mutex> lock(session->mutex);
   for (const auto& buffer : session->buffers) {
-    RawThread t;
-    t.data = buffer->snapshot();
-    t.buffer_index = buffer->index();
-    t.os_tid = buffer->os_tid;
-    t.pthread_id = buffer->pthread_id;
-    t.logical_tid = buffer->logical_tid;
-    if (session->cpu_sampler) {
-      session->cpu_sampler->read_thread(buffer->index(), buffer->os_tid);
-      t.cpu = session->cpu_sampler->readings(buffer->index());
-    }
+    RawThread t = internal::copy_raw_thread(*session, *buffer);
     raw->threads.push_back(std::move(t));
   }
   raw->initial_stacks = session->initial_stacks;
