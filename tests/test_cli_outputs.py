@@ -61,4 +61,4 @@ def test_extension_picks_the_format_then_convert_and_summary(prog: Path, tmp_pat
 
 def test_bad_output_choice_fails_before_running(prog: Path, tmp_path: Path) -> None:
     r = cli("run", "-o", "x.prof.gz", str(prog), cwd=tmp_path)
-    assert r.returncode == 2 and "not gzip" in r.stderr
+    assert r.returncode == 2 and "uncompressed" in r.stderr and not (tmp_path / "x.prof.gz").exists()

@@ -289,7 +289,7 @@ def test_collapsed_stacks_sum_back_to_thread_totals(prof, tmp_path) -> None:
 
 
 # ---- gzip, export(), atomic writes -----------------------------------------------------------
-@pytest.mark.parametrize("ext", [".json.gz", ".speedscope.json.gz", ".collapsed.gz"])
+@pytest.mark.parametrize("ext", [".json.gz", ".speedscope.json.gz", ".collapsed.gz", ".pftrace.gz"])
 def test_gzip_by_extension_round_trips(prof, tmp_path, ext) -> None:
     plain = str(tmp_path / ("p" + ext[:-3]))
     packed = str(tmp_path / ("p" + ext))
@@ -298,6 +298,19 @@ def test_gzip_by_extension_round_trips(prof, tmp_path, ext) -> None:
     raw = gzip.open(packed).read()
     assert raw == open(plain, "rb").read()
     assert os.path.getsize(packed) < len(raw)
+
+
+@pytest.mark.parametrize("ext, why", [(".prof.gz", "uncompressed"), (".pstats.gz", "uncompressed"),
+                                      (".fstrace.gz", "not compressed"),
+                                      (".html.gz", "not compressed")])
+def test_gzip_of_a_format_never_compressed_is_refused(prof, tmp_path, ext, why) -> None:
+    # A name ending in .gz that is not gzip would mislead every reader: refused, nothing written.
+    with pytest.raises(ValueError, match=why):
+        prof.export(tmp_path / ("p" + ext))
+    if ext.startswith(".p"):  # the native Trace object refuses it the same way
+        with pytest.raises(ValueError, match=why):
+            prof.trace.export(str(tmp_path / ("q" + ext)))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_chrome_json_parses_and_nests(prof, tmp_path) -> None:

@@ -246,8 +246,14 @@ void bind_trace(nb::module_& m) {
           [](const PyTrace& t, const std::string& path, nb::handle format, bool progress) {
             const ExportFormat f = format.is_none() ? format_for_path(path)
                                                     : parse_format(nb::cast<std::string>(format));
-            // gzip by extension for the text formats (pstats and Perfetto are binary).
-            const bool gzip = is_gzip_path(path) && f != ExportFormat::kPstats;
+            // gzip by extension; pstats.Stats reads only plain files, so a pstats .gz is refused
+            // rather than written plain under a name that says gzip.
+            const bool gzip = is_gzip_path(path);
+            if (gzip && f == ExportFormat::kPstats) {
+              throw std::invalid_argument(
+                  "framescope: pstats.Stats reads only uncompressed files: use .prof ('" + path +
+                  "')");
+            }
             export_to(*t.state, path, f, gzip, progress);
           },
           "path"_a, "format"_a.none() = nb::none(), "progress"_a = true,

@@ -131,7 +131,8 @@ def merge(opts: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     if opts.limit > 0:
         print(prof.summary(limit=opts.limit))
-    print(f"framescope: merged {len(placed)} traces into {output}", file=sys.stderr)
+    print(f"framescope: merged {len(placed)} trace{'' if len(placed) == 1 else 's'} into "
+          f"{output}", file=sys.stderr)
     return 0
 
 

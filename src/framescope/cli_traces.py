@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from framescope.export import EXTENSIONS, format_for_path, format_name
+from framescope.export import EXTENSIONS, check_compression, format_for_path, format_name
 
 _FORMAT_CHOICES = ["chrome", "perfetto", "pstats", "speedscope", "collapsed", "fstrace", "html"]
 
@@ -26,8 +26,7 @@ def resolve_output(output: str | None, format: str | None) -> tuple[str, str]:
         name = "chrome"
     if output is None:
         output = "framescope.trace" + EXTENSIONS[name]
-    if output.endswith(".gz") and name in ("pstats", "perfetto", "fstrace", "html"):
-        raise ValueError(f"{name} output is binary: it is not gzip-compressed ({output!r})")
+    check_compression(name, output)
     return output, name
 
 

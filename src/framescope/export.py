@@ -54,6 +54,20 @@ def format_for_path(path: str) -> str:
     )
 
 
+#: Formats never gzip-compressed, and why: a ``.gz`` name for them is refused, not ignored.
+_UNCOMPRESSED = {
+    "pstats": "pstats.Stats reads only uncompressed files: use .prof",
+    "fstrace": ".fstrace files are not compressed (they are mapped when loaded)",
+    "html": "the HTML report is not compressed (open it in a browser)",
+}
+
+
+def check_compression(name: str, path: str) -> None:
+    """ValueError when ``path`` asks for gzip (``.gz``) and format ``name`` is never compressed."""
+    if path.endswith(".gz") and name in _UNCOMPRESSED:
+        raise ValueError(f"{_UNCOMPRESSED[name]} ({path!r})")
+
+
 def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None) -> None:
     """Writes ``trace`` to ``path`` in ``format`` (from the extension when None)."""
     p = os.fspath(path)
@@ -62,13 +76,10 @@ def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None 
     if "\0" in p:
         raise ValueError("path contains a NUL character")
     name = format_name(format) if format is not None else format_for_path(p)
+    check_compression(name, p)
     if name == "fstrace":
-        if p.endswith(".gz"):
-            raise ValueError(".fstrace files are not compressed (they are mapped when loaded)")
         trace.save(p)
     elif name == "html":  # the report page (framescope.report), written in Python
-        if p.endswith(".gz"):
-            raise ValueError("the HTML report is not compressed (open it in a browser)")
         from framescope import report
 
         report.write(report.from_trace(trace, os.path.basename(p)), p)

@@ -511,7 +511,9 @@ class profile:
         ``.json`` (Chrome JSON), ``.pftrace`` (Perfetto protobuf), ``.speedscope.json``,
         ``.collapsed`` (collapsed stacks), ``.prof``/``.pstats`` (cProfile stats), ``.fstrace``
         (framescope's own, as ``save()``), ``.html`` (the report page: a flame graph per thread
-        and a summary table, framescope.report); ``.gz`` after a text format compresses it.
+        and a summary table, framescope.report); ``.gz`` after a Chrome JSON, Perfetto,
+        speedscope or collapsed name compresses it (pstats, ``.fstrace`` and HTML are never
+        compressed: a ``.gz`` name for them raises ValueError).
         ``{rank}`` in the path becomes the rank of a multi-process job (framescope.ranks; 0
         outside a launcher).
 
