@@ -79,6 +79,7 @@ def test_dump_paths_and_signals() -> None:
     assert dump_path("t.speedscope.json", 3) == "t.dump3.speedscope.json"
     assert dump_path("t.pftrace", 1) == "t.dump1.pftrace"
     assert dump_path("noext", 1) == "noext.dump1"
+    assert dump_path("report.html", 1) == "report.dump1.html"
     assert parse_signal("SIGUSR1") == signal.SIGUSR1
     assert parse_signal("usr2") == signal.SIGUSR2
     assert parse_signal(str(int(signal.SIGUSR1))) == signal.SIGUSR1
@@ -137,6 +138,45 @@ def test_cli_dump_on_signal_and_unhandled_exceptions(tmp_path: Path) -> None:
     assert 0 < work_args(dumps[0]) < 100000  # keep_newest within 1 MiB
     final = load_trace(str(tmp_path / "t.json"))
     check_trace(final)
+
+
+SIGNAL_DURING_DUMP = """
+import os, signal
+import framescope
+from framescope.flight_recorder import FlightRecorder
+
+prof = framescope.profile(on_limit="keep_newest", memory_limit="1MiB")
+recorder = FlightRecorder(prof, "t.json", "chrome", signal.SIGUSR1)
+recorder.install()
+prof.start()
+real_dump = prof.dump
+
+def dump_and_signal_again(path, format=None):
+    os.kill(os.getpid(), signal.SIGUSR1)  # its handler runs at the next bytecode: in this dump
+    for _ in range(100):
+        pass
+    real_dump(path, format)
+
+prof.dump = dump_and_signal_again
+os.kill(os.getpid(), signal.SIGUSR1)
+for _ in range(100):
+    pass
+prof.stop()
+recorder.uninstall()
+print("finished")
+"""
+
+
+def test_signal_during_a_dump_does_not_deadlock(tmp_path: Path) -> None:
+    # The second signal's handler runs on the dumping thread, inside the dump: it used to wait
+    # for the dump's lock forever.
+    (tmp_path / "prog.py").write_text(SIGNAL_DURING_DUMP)
+    out = subprocess.run([sys.executable, "prog.py"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert out.returncode == 0 and "finished" in out.stdout, out.stderr
+    assert "SIGUSR1 while a dump is being written: no second dump" in out.stderr
+    assert "recorded window written to t.dump1.json" in out.stderr
+    assert not (tmp_path / "t.dump2.json").exists()
 
 
 def test_cli_bad_dump_signal(tmp_path: Path) -> None:

@@ -120,6 +120,30 @@ def test_without_schedule_everything_is_recorded_and_handed_once() -> None:
     assert len([e for e in prof.events() if e.name.endswith(": work")]) == 3
 
 
+def test_stopped_during_warmup_keeps_nothing() -> None:
+    # torch starts and stops the trace and keeps nothing: no warmup event becomes the result
+    handed: list[framescope.profile] = []
+    with framescope.profile(schedule=framescope.schedule(wait=0, warmup=5, active=1),
+                            on_trace_ready=handed.append) as prof:
+        for i in range(2):
+            work(i)
+            prof.step()
+    assert handed == []
+    assert list(prof.key_averages()) == []  # as torch.profiler's key_averages()
+    with pytest.raises(RuntimeError, match="schedule recorded no step"):
+        prof.events()
+
+
+def test_key_averages_merge_profiler_steps_as_torch() -> None:
+    _, prof = run_loop(5, schedule=framescope.schedule(wait=1, warmup=1, active=3))
+    keys = [e.key for e in prof.key_averages()]
+    assert "ProfilerStep*" in keys and not any(k.startswith("ProfilerStep#") for k in keys)
+    step = next(e for e in prof.key_averages() if e.key == "ProfilerStep*")
+    assert step.count == 3
+    # the trace itself keeps each step's own name
+    assert step_ranges(prof) == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+
+
 def test_waiting_steps_run_no_session() -> None:
     seen: list[bool] = []
     with framescope.profile(schedule=framescope.schedule(wait=2, warmup=1, active=1)) as prof:
@@ -179,6 +203,21 @@ def test_trace_handler_names_files_as_tensorboard_trace_handler(tmp_path: Path) 
     assert re.fullmatch(re.escape(f"{socket.gethostname()}_{os.getpid()}") +
                         r"\.\d+\.pt\.trace\.json\.gz", name)
     json.loads(gzip.decompress((tmp_path / "gz" / name).read_bytes()))
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="torch is installed on 3.11 only")
+def test_torchs_tensorboard_trace_handler_writes_framescope_cycles(tmp_path: Path) -> None:
+    torch_profiler = pytest.importorskip("torch.profiler")
+    handler = torch_profiler.tensorboard_trace_handler(str(tmp_path), worker_name="w", use_gzip=True)
+    with framescope.profile(schedule=framescope.schedule(wait=0, warmup=1, active=1, repeat=2),
+                            on_trace_ready=handler) as prof:
+        for i in range(5):
+            work(i)
+            prof.step()
+    files = sorted(os.listdir(tmp_path))
+    assert len(files) == 2 and all(re.fullmatch(r"w\.\d+\.pt\.trace\.json\.gz", f) for f in files)
+    for f in files:
+        json.loads(gzip.decompress((tmp_path / f).read_bytes()))
 
 
 def test_step_misuse_and_bad_schedules() -> None:

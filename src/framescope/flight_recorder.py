@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from framescope.profiler import profile
 
 _SUFFIXES = (".speedscope.json", ".json", ".pftrace", ".perfetto-trace", ".prof", ".pstats",
-             ".collapsed", ".folded", ".fstrace")
+             ".collapsed", ".folded", ".fstrace", ".html")
 
 
 def parse_signal(text: str) -> signal.Signals:
@@ -58,6 +58,7 @@ class FlightRecorder:
         self._signal_name = sig.name  # read now: Enum attributes are Python code
         self._count = 0
         self._lock = threading.Lock()
+        self._dumping_thread: int | None = None  # threading.get_ident() of the dump in progress
         self._previous_handler: Any = None
         self._previous_excepthook: Callable[[threading.ExceptHookArgs], Any] | None = None
 
@@ -78,8 +79,19 @@ class FlightRecorder:
             self._previous_handler = None
 
     def dump(self, why: str) -> str | None:
-        """Writes a dump now; returns its path (None when the session is not recording)."""
-        with self._lock:
+        """Writes a dump now; returns its path (None when the session is not recording, or when
+        a dump is being written already)."""
+        # A signal that arrives while a dump is being written runs its handler on the same
+        # thread, inside that dump (between two of its bytecodes), and would wait for the lock
+        # forever: that request is dropped (the dump in progress covers it). Other threads wait.
+        me = threading.get_ident()
+        if self._dumping_thread == me:
+            print(f"framescope: {why} while a dump is being written: no second dump",
+                  file=sys.stderr)
+            return None
+        self._lock.acquire()
+        self._dumping_thread = me
+        try:
             if not self._prof._running:
                 return None
             self._count += 1
@@ -89,6 +101,9 @@ class FlightRecorder:
             except (OSError, RuntimeError, ValueError) as exc:
                 print(f"framescope: dump on {why} failed: {exc}", file=sys.stderr)
                 return None
+        finally:
+            self._dumping_thread = None
+            self._lock.release()
         print(f"framescope: {why}: recorded window written to {path}", file=sys.stderr)
         return path
 

@@ -282,6 +282,26 @@ def key_averages(
             is_async=is_async,
             is_top_level=top_level,
         ))
-    return KeyAverages(out, profile_memory=profile_memory or has_memory, with_flops=with_flops,
-                       has_on_cpu=has_cpu)
+    return KeyAverages(_merge_profiler_steps(out), profile_memory=profile_memory or has_memory,
+                       with_flops=with_flops, has_on_cpu=has_cpu)
+
+
+def _merge_profiler_steps(rows: list[FunctionEventAvg]) -> list[FunctionEventAvg]:
+    """The ``ProfilerStep#N`` ranges of a schedule as one ``ProfilerStep*`` entry per grouping,
+    as torch's key_averages() shows them (its events are renamed with that wildcard)."""
+    merged: dict[tuple[str, str, int | None], FunctionEventAvg] = {}
+    out: list[FunctionEventAvg] = []
+    for row in rows:
+        if not (row.key.startswith("ProfilerStep#") and row.key[13:].isdigit()):
+            out.append(row)
+            continue
+        group = (str(row.input_shapes), "\n".join(row.stack), row.thread)
+        first = merged.get(group)
+        if first is None:
+            row.key = "ProfilerStep*"
+            merged[group] = row
+            out.append(row)
+        else:
+            first.add(row)
+    return out
 

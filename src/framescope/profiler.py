@@ -470,6 +470,9 @@ class profile:
         """The replayed trace (after stop), as read through ``min_duration_ns``/``max_depth``."""
         recorded = self._trace
         if recorded is None:
+            if self._steps.record_steps and self._steps.stopped:
+                raise RuntimeError("no trace: this profile's schedule recorded no step (it "
+                                   "stopped during wait or warmup steps)")
             raise RuntimeError("no trace yet: stop the profile first")
         if not (self.min_duration_ns or self.max_depth):
             return recorded
@@ -497,9 +500,13 @@ class profile:
         """The ``record_memory`` samples of the session (``profile_memory=True``), by time."""
         return [MemoryEvent(*m) for m in self.trace.memory if m[6] != _PYTHON_ALLOCATOR_DEVICE]
 
-    def export_chrome_trace(self, path: str | os.PathLike[str]) -> None:
+    def export_chrome_trace(self, path: str | os.PathLike[str],
+                            use_python_export: bool = False) -> None:
         """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing);
-        gzip-compressed when ``path`` ends with ``.gz``."""
+        gzip-compressed when ``path`` ends with ``.gz``. ``use_python_export`` is accepted for
+        torch.profiler's callers (its ``tensorboard_trace_handler`` passes it) and changes
+        nothing: the writer is always the native one."""
+        del use_python_export
         self.export(path, format="chrome")
 
     def export_pstats(self, path: str | os.PathLike[str]) -> None:
@@ -556,8 +563,11 @@ class profile:
         ``group_by_stack_n`` Python frames that called it, when asked), with torch's attribute
         names and units (µs, bytes) plus ``on_cpu_time_total`` / ``self_on_cpu_time_total``.
         ``.table(sort_by=..., row_limit=...)`` prints torch's table."""
-        from framescope.key_averages import key_averages
+        from framescope.key_averages import KeyAverages, key_averages
 
+        if self._trace is None and self._steps.record_steps and self._steps.stopped:
+            # As torch.profiler: a schedule stopped before any active step averages nothing.
+            return KeyAverages(profile_memory=self.profile_memory, with_flops=self.with_flops)
         return key_averages(
             self.trace,
             group_by_input_shape=group_by_input_shape,

@@ -66,6 +66,7 @@ class StepDriver:
         self._prof: Any = prof
         self.schedule: Callable[[int], Any] = schedule or record_always
         self.record_steps = schedule is not None
+        self.stopped = False  # stop() ran: a scheduled profile without a trace recorded no step
         self.step_num = 0
         self.current_action = _as_action(self.schedule(0))
         self._step_range: _core.record_function | None = None
@@ -82,6 +83,7 @@ class StepDriver:
         """What profile.stop() does."""
         self._exit_step()
         self._transit(self.current_action, None)
+        self.stopped = True
 
     def step(self) -> None:
         """What profile.step() does."""
@@ -114,8 +116,10 @@ class StepDriver:
                     self._session = "warmup"
             elif action == "start":
                 if current in (_N, None):
-                    pass  # warmup then stop (torch records and drops it): the stop discards it
-                elif self._session == "warmup" and previous == _W:
+                    # Warmup then stop (torch starts and stops the trace and keeps nothing): the
+                    # session stays a warmup one, so the stop that follows discards it.
+                    continue
+                if self._session == "warmup" and previous == _W:
                     prof._stop_session(keep=False)  # the warmup's events are not the cycle's
                     prof._start_session()
                 elif self._session == "off":
