@@ -181,6 +181,27 @@ def test_on_cpu_time_tells_waiting_from_working() -> None:
     assert spin_key in text.splitlines()[3]  # the first row: the one that worked
 
 
+def test_on_cpu_time_of_work_just_before_the_stop_is_kept() -> None:
+    # The stop takes a reading of every thread at once. The final reading used to come from the
+    # sampler's next period, up to 4 ms after the stop, so the CPU time of the session's last
+    # few ms was spread past its end: 6 ms of work read ~5 ms, 1 ms read ~0.3 ms.
+    spun: dict[float, float] = {}
+
+    def spin_to_the_end(seconds: float) -> None:
+        t0 = time.thread_time()
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+        spun[seconds] = time.thread_time() - t0
+
+    for seconds in (0.006, 0.012):
+        with framescope.profile() as prof:
+            spin_to_the_end(seconds)
+        (entry,) = [e for e in prof.key_averages() if e.key.endswith("spin_to_the_end")]
+        assert entry.on_cpu_time_total is not None
+        assert entry.on_cpu_time_total >= 0.9 * spun[seconds] * 1e6, (seconds, entry)
+
+
 def test_no_cpu_time_when_disabled() -> None:
     with framescope.profile(cpu_time=False) as prof:
         leaf()

@@ -4,7 +4,7 @@
 #include <signal.h>
 #include <time.h>
 
-#include <cerrno>
+#include <chrono>
 #include <limits>
 
 #include "framescope/clock.h"
@@ -96,7 +96,11 @@ void CpuSampler::stop() noexcept {
   if (!running_) return;
   running_ = false;
   if (forked()) return;  // the thread exists only in the parent
-  stopping_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(wake_mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();  // at once: a stop never waits out the rest of a period
   pthread_join(thread_, nullptr);
 }
 
@@ -106,33 +110,34 @@ void* CpuSampler::run(void* self) noexcept {
 }
 
 void CpuSampler::loop() noexcept {
-  // clock_nanosleep to an absolute time: the cheapest periodic wake-up (a condition variable's
-  // timed wait costs more per period); stop() sets stopping_ and joins, so a stop waits at most a
-  // period.
-  timespec next{};
-  clock_gettime(CLOCK_MONOTONIC, &next);
+  // A timed wait on a condition variable to an absolute time on the monotonic clock (glibc:
+  // pthread_cond_clockwait, one futex call per period): stop() wakes it at once, so a session's
+  // stop does not wait up to a period for the join.
+  using Clock = std::chrono::steady_clock;
+  const auto period = std::chrono::nanoseconds(period_ns_);
+  auto next = Clock::now();
   for (;;) {
-    next.tv_nsec += period_ns_ % 1'000'000'000;
-    next.tv_sec += period_ns_ / 1'000'000'000;
-    if (next.tv_nsec >= 1'000'000'000) {
-      next.tv_nsec -= 1'000'000'000;
-      ++next.tv_sec;
+    next += period;
+    {
+      std::unique_lock<std::mutex> lock(wake_mutex_);
+      if (wake_.wait_until(lock, next, [this] { return stopping_; })) return;
     }
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr) == EINTR) {
-    }
-    if (stopping_.load(std::memory_order_acquire)) return;
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec > next.tv_sec + 1) next = now;  // fell far behind (suspended): no catch-up burst
+    const auto now = Clock::now();
+    if (now > next + std::chrono::seconds(1)) next = now;  // fell far behind: no catch-up burst
     std::lock_guard<std::mutex> lock(session_->mutex);
     if (session_->stopped) continue;
-    for (const auto& buffer : session_->buffers) {
-      auto it = tracks_.find(buffer->index());
-      if (it != tracks_.end() && it->second.exited) continue;
-      bool ok;
-      const int64_t cpu = read_clock(thread_cpu_clock(buffer->os_tid), &ok);
-      if (ok) add(buffer->index(), now_ticks(), cpu);
-    }
+    read_all_threads();
+  }
+}
+
+void CpuSampler::read_all_threads() noexcept {
+  const uint64_t ticks = now_ticks();
+  for (const auto& buffer : session_->buffers) {
+    auto it = tracks_.find(buffer->index());
+    if (it != tracks_.end() && it->second.exited) continue;
+    bool ok;
+    const int64_t cpu = read_clock(thread_cpu_clock(buffer->os_tid), &ok);
+    if (ok) add(buffer->index(), ticks, cpu);
   }
 }
 

@@ -1,12 +1,14 @@
-// cpp/core/cpu_sampler.h: a thread that reads every recording thread's CPU clock ~once a ms.
+// cpp/core/cpu_sampler.h: a thread that reads every recording thread's CPU clock every few ms.
 //
 // Why a sampler and not a clock read per event: a thread's CPU clock costs a system call
 // (CLOCK_THREAD_CPUTIME_ID has no vDSO path; ~200-500 ns on KVM), twenty times the whole cost of a
 // recorded Python call. Read from another thread every millisecond or two, it costs the recording
 // threads nothing, and readers interpolate between readings (cpu_clock.h): a slice's on-CPU time
-// is the thread's CPU clock at its end minus at its start, linearly interpolated. Exact for
-// slices that span many readings, and for a thread blocked in a wait (its clock does not move);
-// an estimate for slices much shorter than the period.
+// is the thread's CPU clock at its end minus at its start, linearly interpolated. Exact between
+// readings where the thread was all busy or all blocked; within one period that holds both, its
+// CPU time is spread evenly, so a slice's error is at most the CPU time of the (at most two)
+// periods holding its ends: slices much longer than the period are close, shorter ones an
+// estimate. The session's start and stop each take a reading of every thread.
 #pragma once
 
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -78,6 +81,10 @@ class CpuSampler {
   void thread_exiting(uint32_t buffer_index) noexcept;
   /// A reading of the thread with OS id `tid` now (at stop), unless its track is finished.
   void read_thread(uint32_t buffer_index, uint64_t tid) noexcept;
+  /// A reading of every recording thread of the session now, what each period takes (at stop:
+  /// the final readings, taken before the sampler thread is stopped so that the time up to the
+  /// stop is covered by a reading at the stop, not one a period later).
+  void read_all_threads() noexcept;
   /// The readings of a buffer's thread (empty when none, or forked()).
   std::vector<CpuReading> readings(uint32_t buffer_index) const;
 
@@ -90,7 +97,9 @@ class CpuSampler {
   const int64_t period_ns_;
   const pid_t pid_;
   std::unordered_map<uint32_t, CpuTrack> tracks_;  // under the session's mutex
-  std::atomic<bool> stopping_{false};
+  std::mutex wake_mutex_;                          // guards stopping_, with wake_
+  std::condition_variable wake_;                   // stop() wakes the sampling thread at once
+  bool stopping_ = false;
   pthread_t thread_{};
   bool running_ = false;
 };

@@ -281,8 +281,9 @@ void enable_profiler(const SessionConfig& config) {
           std::make_unique<internal::CpuSampler>(session.get(), config.cpu_sample_period_ns);
       if (!session->cpu_sampler->start()) {
         session->cpu_sampler.reset();
-        session->add_warning("framescope: could not start the CPU time sampler thread; the "
-                             "trace has no CPU times");
+        session->add_warning(
+            "framescope: could not start the CPU time sampler thread; the "
+            "trace has no CPU times");
       }
     }
     g_session = session;
@@ -317,7 +318,6 @@ RawThread internal::copy_raw_thread(Session& session, ThreadBuffer& buffer) {
   return t;
 }
 
-
 void RawTraceDeleter::operator()(RawTrace* raw) const noexcept { delete raw; }
 
 RawTracePtr disable_profiler() {
@@ -343,8 +343,16 @@ RawTracePtr disable_profiler() {
     ThreadLocalDebugInfo::pop(DebugInfoKind::kProfilerState);
   }
   session->clock.finish();
-  // Joined before the session's mutex is taken below (each reading takes it).
-  if (session->cpu_sampler) session->cpu_sampler->stop();
+  if (session->cpu_sampler) {
+    // The final readings now, at the stop: the sampler's next one may be a period away, and the
+    // CPU time of that last period would be spread past the stop (lost to the trace's slices).
+    {
+      std::lock_guard<std::mutex> lock(session->mutex);
+      session->cpu_sampler->read_all_threads();
+    }
+    // Joined before the session's mutex is taken below (each reading takes it).
+    session->cpu_sampler->stop();
+  }
 
   RawTracePtr raw(new RawTrace());
   raw->config = session->config;
