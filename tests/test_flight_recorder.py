@@ -63,6 +63,37 @@ def test_dump_keeps_frames_open_at_the_dump_as_open_slices(tmp_path: Path) -> No
     assert any(n.endswith("inner") for n in names) and any(n.endswith("outer") for n in names)
 
 
+@pytest.mark.parametrize("op", ["dump_json", "dump_html", "dump_prof", "snapshot_summary",
+                                "snapshot_key_averages"])
+def test_dump_and_snapshot_record_nothing_of_their_own(tmp_path: Path, op: str) -> None:
+    # framescope's frames were skipped, but what they called (json, pathlib, importlib, a
+    # NamedTuple's constructor...) was recorded as the program's calls.
+    paths = {ext: str(tmp_path / f"w{ext}") for ext in (".json", ".html", ".prof")}
+    actions = {
+        "none": lambda p: None,
+        "dump_json": lambda p: p.dump(paths[".json"]),
+        "dump_html": lambda p: p.dump(paths[".html"]),
+        "dump_prof": lambda p: p.dump(paths[".prof"]),
+        "snapshot_summary": lambda p: p.snapshot().summary(by_thread=True, sort_by="on_cpu"),
+        "snapshot_key_averages":
+            lambda p: p.snapshot().key_averages(group_by_stack_n=2).table(sort_by="cpu_time"),
+    }
+
+    def recorded(action: str) -> set[str]:
+        prof = framescope.profile(on_limit="keep_newest")
+        prof.start()
+        numbered(1)
+        actions[action](prof)
+        numbered(2)  # the thread records again after it
+        prof.stop()
+        assert sum(1 for e in prof.events() if e.name.endswith(": numbered")) == 2
+        # the lambda itself is the test's: compared by the line-free name
+        return {e.name.split("): ")[-1] if "<lambda>" in e.name else e.name
+                for e in prof.events()}
+
+    assert recorded(op) == recorded("none")
+
+
 def test_dump_and_snapshot_need_a_running_session(tmp_path: Path) -> None:
     prof = framescope.profile()
     with pytest.raises(RuntimeError, match="recording session"):

@@ -373,3 +373,33 @@ def test_memory_limit_with_python_frames(on_limit: str, checked_trace) -> None:
     calls = py_calls(prof, ": fib")
     assert 0 < len(calls) < 92735
     checked_trace(prof)  # what was kept still nests
+
+
+def _lengths() -> int:
+    with framescope.record_function("counted"):
+        return len([1, 2]) + len("ab")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("how", ["with", "start_stop"])
+def test_c_calls_into_framescope_are_not_the_programs(backend: str, how: str) -> None:
+    # profile's start/stop/__exit__ are written in C and record_function is a C type: with
+    # c_calls they were recorded as the program's builtins ("method.__call__",
+    # "framescope._core.stop", "framescope._core.record_function").
+    prof = framescope.profile(c_calls=True, backend=backend)
+    if how == "with":
+        with prof:
+            _lengths()
+    else:
+        prof.start()
+        _lengths()
+        prof.stop()
+    builtins = [e.name for e in prof.events() if e.name.startswith("<built-in")]
+    assert sum(1 for n in builtins if n.endswith("len>")) == 2, builtins
+    assert not [n for n in builtins if "framescope" in n or "method.__call__" in n], builtins
+    events = list(prof.events())
+    assert len([e for e in events if e.name.endswith("_lengths")]) == 1
+    (counted,) = [e for e in events if e.name == "counted"]
+    lens = [e for e in events if e.name.endswith("len>")]
+    assert all(e.parent is not None and events[e.parent].name == "counted" for e in lens)
+    assert counted.parent is not None and events[counted.parent].name.endswith("_lengths")

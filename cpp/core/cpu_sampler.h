@@ -98,7 +98,10 @@ class CpuSampler {
   const pid_t pid_;
   std::unordered_map<uint32_t, CpuTrack> tracks_;  // under the session's mutex
   std::mutex wake_mutex_;                          // guards stopping_, with wake_
-  std::condition_variable wake_;                   // stop() wakes the sampling thread at once
+  // stop() wakes the sampling thread at once. Owned, but never destroyed in a forked child:
+  // the parent's sampler thread may have been waiting on it at the fork, and glibc's
+  // pthread_cond_destroy waits for waiters to leave, which in the child never happens.
+  std::condition_variable* wake_ = new std::condition_variable();
   bool stopping_ = false;
   pthread_t thread_{};
   bool running_ = false;

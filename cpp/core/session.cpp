@@ -168,8 +168,26 @@ void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) {
   }
 }
 
+// pause_thread_recording() depth of this thread. Read only on the slow path (attach), so the
+// hot path pays nothing for it: a pause leaves t_slot saying "no buffer" for the current epoch.
+__thread int t_recording_paused = 0;
+
+void pause_thread_recording() noexcept {
+  ++t_recording_paused;
+  t_slot = {nullptr, g_session_epoch.load(std::memory_order_acquire)};
+}
+
+void resume_thread_recording() noexcept {
+  if (t_recording_paused == 0) return;
+  if (--t_recording_paused == 0) invalidate_thread_slot();
+}
+
 ThreadBuffer* attach_current_thread() noexcept {
   uint64_t epoch = g_session_epoch.load(std::memory_order_acquire);
+  if (t_recording_paused != 0) {
+    t_slot = {nullptr, epoch};
+    return nullptr;
+  }
   std::shared_ptr<Session> session;
   {
     std::lock_guard<std::mutex> lock(g_session_mutex);

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "fallback_internal.h"
@@ -14,6 +15,9 @@ namespace {
 // C-function symbols of this session, resolved when first seen (the callable is at hand then).
 // Types used as keys are kept alive until release.
 std::unordered_map<uint64_t, Symbol> g_c_symbols;
+// Keys of callables of framescope's own extension (named "framescope...."): calls the program
+// makes into framescope (a profile's C-written stop, record_function) are not its C calls.
+std::unordered_set<uint64_t> g_own_c_keys;
 std::vector<PyObject*> g_c_held;  // strong refs
 
 // A type as builtin names show it: `module.qualname`, or `qualname` for builtins (list,
@@ -74,7 +78,7 @@ PyTypeObject* defining_type(PyObject* self, PyMethodDef* ml) {
 // bound to each type, so unlike other builtin methods it cannot key a name by itself.
 PyMethodDef* tp_new_method_def() {
   static PyMethodDef* def = [] {
-    PyObject* dict = type_dict(&PyTuple_Type);                                   // new
+    PyObject* dict = type_dict(&PyTuple_Type);                                 // new
     PyObject* entry = dict ? PyDict_GetItemString(dict, "__new__") : nullptr;  // borrowed
     PyMethodDef* ml = entry && PyCFunction_Check(entry)
                           ? reinterpret_cast<PyCFunctionObject*>(entry)->m_ml
@@ -104,7 +108,8 @@ uint64_t c_function_key(PyObject* callable) {
       reinterpret_cast<PyCFunctionObject*>(callable)->m_ml == tp_new_method_def() &&
       reinterpret_cast<PyCFunctionObject*>(callable)->m_self &&
       PyType_Check(reinterpret_cast<PyCFunctionObject*>(callable)->m_self)) {
-    auto* t = reinterpret_cast<PyTypeObject*>(reinterpret_cast<PyCFunctionObject*>(callable)->m_self);
+    auto* t =
+        reinterpret_cast<PyTypeObject*>(reinterpret_cast<PyCFunctionObject*>(callable)->m_self);
     key = reinterpret_cast<uint64_t>(t) | 6;
     if (g_c_symbols.count(key)) return key;
     name = type_name(t) + ".__new__";
@@ -135,6 +140,7 @@ uint64_t c_function_key(PyObject* callable) {
     name = is_type ? type_name(t) : type_name(t) + ".__call__";
     hold = reinterpret_cast<PyObject*>(t);
   }
+  if (name.compare(0, 11, "framescope.") == 0) g_own_c_keys.insert(key);
   Symbol s;
   s.name = "<built-in method " + name + ">";
   s.function = s.name;
@@ -147,6 +153,14 @@ uint64_t c_function_key(PyObject* callable) {
   return key;
 }
 
+bool is_own_c_function(PyObject* callable, uint64_t key) {
+  if (PyMethod_Check(callable)) {
+    // A bound method wrapping a builtin: its key names `method.__call__`; ask of the function.
+    key = c_function_key(PyMethod_GET_FUNCTION(callable));  // borrowed function
+  }
+  return !g_own_c_keys.empty() && g_own_c_keys.count(key) != 0;
+}
+
 bool resolve_c_function_key(uint64_t key, Symbol& out) {
   auto it = g_c_symbols.find(key);
   if (it == g_c_symbols.end()) return false;
@@ -156,6 +170,7 @@ bool resolve_c_function_key(uint64_t key, Symbol& out) {
 
 void release_c_function_names() {
   g_c_symbols.clear();
+  g_own_c_keys.clear();
   for (PyObject* o : g_c_held) Py_DECREF(o);
   g_c_held.clear();
 }

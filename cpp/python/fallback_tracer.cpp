@@ -1,6 +1,8 @@
 // cpp/python/fallback_tracer.cpp: the fallback backends' common part: what they record and
 // starting/stopping them. The platforms: monitoring_backend.cpp (3.12+), setprofile_backend.cpp
 // (3.10/3.11); builtin names: builtin_names.cpp.
+#include <vector>
+
 #include "fallback_internal.h"
 #include "memory_hooks.h"
 #include "tracer.h"
@@ -35,16 +37,42 @@ void record_python_call(PyCodeObject* code, FsFrame* frame) {
 
 void record_python_return() { record(internal::EventKind::kPyReturn, 0); }
 
+// Calls into framescope's own builtins that were not recorded, innermost last, so that their
+// returns are not recorded either: C calls and returns nest, so a return whose callable is the
+// innermost skipped call's is that call's. Identity only (borrowed). Tagged with the session:
+// a session stopped inside such a call (a profile's stop) never sees its return.
+struct OwnCCall {
+  PyObject* callable;
+  uint64_t epoch;
+};
+thread_local std::vector<OwnCCall> t_own_c_calls;
+
 void record_c_call(PyObject* callable) {
   const uint64_t ticks = now_ticks();  // before attaching, or naming a callable first seen
   internal::ThreadBuffer* buffer = internal::current_buffer();
   if (buffer == nullptr || is_python_callable(callable)) return;
   const uint64_t key = c_function_key(callable);
+  if (FRAMESCOPE_UNLIKELY(is_own_c_function(callable, key))) {
+    if (!t_own_c_calls.empty() && t_own_c_calls.back().epoch != buffer->epoch) {
+      t_own_c_calls.clear();
+    }
+    t_own_c_calls.push_back({callable, buffer->epoch});
+    return;
+  }
   if (g_memory_tracking) flush_allocations(buffer, ticks);
   buffer->append(ticks, internal::pack_word(internal::EventKind::kCCall, key));
 }
 
 void record_c_return(PyObject* callable) {
+  if (FRAMESCOPE_UNLIKELY(!t_own_c_calls.empty())) {
+    const OwnCCall& innermost = t_own_c_calls.back();
+    if (innermost.epoch != internal::g_session_epoch.load(std::memory_order_relaxed)) {
+      t_own_c_calls.clear();  // left by an earlier session (its object may be gone)
+    } else if (innermost.callable == callable) {
+      t_own_c_calls.pop_back();
+      return;
+    }
+  }
   if (is_python_callable(callable)) return;
   record(internal::EventKind::kCReturn, 0);
 }

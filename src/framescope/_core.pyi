@@ -46,6 +46,11 @@ def _stop(owner: object, keep: bool = True) -> bool:
     its file is completed and mapped; OSError when streaming failed). False, changing nothing,
     when ``owner`` does not own the running session."""
 
+
+def _pause_recording() -> None:
+    """Stops the calling thread from recording (nested) until _resume_recording()."""
+def _resume_recording() -> None:
+    """Ends one _pause_recording() of the calling thread."""
 def _session_owner() -> object | None:
     """The profile object whose session runs, or None."""
 

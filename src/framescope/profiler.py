@@ -19,6 +19,7 @@ from framescope.events import EventList, MemoryEvent
 from framescope.key_averages import KeyAverages
 from framescope.schedule import Schedule
 from framescope.stepping import StepDriver
+from framescope.unrecorded import unrecorded
 
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
 ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof", "speedscope",
@@ -374,6 +375,7 @@ class profile:
         __enter__ = _core._profile_enter
         __exit__ = _core._profile_exit
 
+    @unrecorded
     def _start_arguments(self) -> dict[str, Any]:
         """What _core._start needs, worked out before anything starts."""
         if self._running:
@@ -407,6 +409,7 @@ class profile:
             "stream_to": self._stream_to,
         }
 
+    @unrecorded
     def _after_stop(self) -> None:
         if self._trace is not None:  # names this process in its trace (framescope.processes)
             processes.session_stopped(self._trace, self._clock)
@@ -434,6 +437,7 @@ class profile:
         """The current step number (0 before the first step())."""
         return self._steps.step_num
 
+    @unrecorded
     def snapshot(self) -> profile:
         """What the running session recorded so far, as a stopped profile of its own
         (``export()``, ``key_averages()``, ``summary()``...), while the session goes on: with
@@ -459,6 +463,7 @@ class profile:
         copy._backend = copy._trace.backend
         return copy
 
+    @unrecorded
     def dump(self, path: str | os.PathLike[str], format: ExportFormat | str | None = None) -> None:
         """Writes what the running session recorded so far to ``path`` without stopping it
         (``snapshot().export(path, format)``): the flight recorder's dump."""
@@ -492,14 +497,17 @@ class profile:
         """What went differently than asked (backend choice, limits, lost hooks), in order."""
         return self._start_warnings + list(self.trace.warnings)
 
+    @unrecorded
     def events(self) -> EventList:
         """Every event (Python calls, ranges, builtins, marks) as a lazy sequence."""
         return EventList(self.trace)
 
+    @unrecorded
     def memory_events(self) -> list[MemoryEvent]:
         """The ``record_memory`` samples of the session (``profile_memory=True``), by time."""
         return [MemoryEvent(*m) for m in self.trace.memory if m[6] != _PYTHON_ALLOCATOR_DEVICE]
 
+    @unrecorded
     def export_chrome_trace(self, path: str | os.PathLike[str],
                             use_python_export: bool = False) -> None:
         """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing);
@@ -509,10 +517,12 @@ class profile:
         del use_python_export
         self.export(path, format="chrome")
 
+    @unrecorded
     def export_pstats(self, path: str | os.PathLike[str]) -> None:
         """Writes a cProfile-compatible stats file (``pstats.Stats(path)`` loads it)."""
         self.export(path, format="pstats")
 
+    @unrecorded
     def export(self, path: str | os.PathLike[str], format: ExportFormat | str | None = None) -> None:
         """Writes the trace to ``path``, in ``format`` or else the one its extension names:
         ``.json`` (Chrome JSON), ``.pftrace`` (Perfetto protobuf), ``.speedscope.json``,
@@ -535,6 +545,7 @@ class profile:
 
         export_trace(self.trace, ranks.expand_rank(path), format)
 
+    @unrecorded
     def save(self, path: str | os.PathLike[str]) -> None:
         """Writes the trace in framescope's own form (``.fstrace``: the ``serialize()`` bytes),
         which ``framescope.load(path)`` reads back and ``framescope convert`` turns into any
@@ -542,6 +553,7 @@ class profile:
         becomes this process's rank)."""
         self.trace.save(_fspath(ranks.expand_rank(path)))
 
+    @unrecorded
     def export_html(self, path: str | os.PathLike[str], max_nodes: int | None = None) -> None:
         """Writes a self-contained HTML report: a flame graph per thread and a summary table
         (``max_nodes`` bounds the call paths kept; see framescope.report)."""
@@ -551,10 +563,12 @@ class profile:
         data = report.from_trace(self.trace, os.path.basename(p))
         report.write(data, p, max_nodes=max_nodes or report.DEFAULT_MAX_NODES)
 
+    @unrecorded
     def stats(self) -> list[tuple[str, int, int, int]]:
         """(name, calls, total ns, self ns) per function or range, by self time."""
         return [(n, c, t, s) for n, c, t, s, *_ in self.trace.stats()]
 
+    @unrecorded
     def key_averages(
         self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
     ) -> KeyAverages:
@@ -576,6 +590,7 @@ class profile:
             with_flops=self.with_flops,
         )
 
+    @unrecorded
     def summary(
         self,
         limit: int = 20,
@@ -591,6 +606,7 @@ class profile:
             raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
         return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)
 
+    @unrecorded
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:
         """Adds the events of another trace (e.g. another process's, as ``serialize()`` bytes).
 
@@ -604,6 +620,7 @@ class profile:
             raise TypeError(f"merge() takes a profile, a Trace or bytes, not {type(other).__name__}")
         self.trace.merge(other, offset_ns)
 
+    @unrecorded
     def serialize(self) -> bytes:
         """The trace in framescope's compact binary form (for merge() in another process)."""
         return self.trace.serialize()

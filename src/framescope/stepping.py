@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from framescope import _core
 from framescope.schedule import ProfilerAction, Schedule, record_always
+from framescope.unrecorded import unrecorded
 
 if TYPE_CHECKING:
     from framescope.profiler import profile
@@ -25,6 +26,13 @@ def _as_action(value: Any) -> ProfilerAction:
     if isinstance(value, Enum) and value.name in ProfilerAction.__members__:
         return ProfilerAction[value.name]
     raise TypeError(f"a schedule must return a ProfilerAction, not {value!r}")
+
+
+@unrecorded
+def _scheduled_action(schedule: Schedule, step: int) -> ProfilerAction:
+    """The schedule's action for ``step``: framescope's work, not the program's (a torch schedule
+    or an Enum conversion would otherwise be recorded in the running session)."""
+    return _as_action(schedule(step))
 
 
 class StepDriver:
@@ -68,7 +76,7 @@ class StepDriver:
         self.record_steps = schedule is not None
         self.stopped = False  # stop() ran: a scheduled profile without a trace recorded no step
         self.step_num = 0
-        self.current_action = _as_action(self.schedule(0))
+        self.current_action = _scheduled_action(self.schedule, 0)
         self._step_range: _core.record_function | None = None
         self._session = "off"  # "off", "warmup" or "recording"
 
@@ -90,7 +98,7 @@ class StepDriver:
         self._exit_step()
         previous = self.current_action
         self.step_num += 1
-        self.current_action = _as_action(self.schedule(self.step_num))
+        self.current_action = _scheduled_action(self.schedule, self.step_num)
         self._transit(previous, self.current_action)
         if self.record_steps:  # inline: a session may record now
             self._step_range = _core.record_function(f"ProfilerStep#{self.step_num}")

@@ -280,6 +280,16 @@ uint32_t register_compact_key(uint64_t epoch, uint64_t key) noexcept;
 /// Events in a snapshot's slots: a pair slot holds one or two, a base or padding slot none.
 uint64_t count_events(const std::vector<RawEvent>& slots) noexcept;
 
+/// Stops the calling thread from recording in any session until resume_thread_recording(): its
+/// current_buffer() answers null (the hook, the fallback backends and ranges then record nothing
+/// on it), also in a session started meanwhile. Nests (counted). For work framescope does on a
+/// recording thread on its own behalf (a dump, a snapshot's analysis): none of it, nor what it
+/// calls, is the program's. Owner thread only; never fails.
+void pause_thread_recording() noexcept;
+/// Ends one pause_thread_recording(); the thread records again (re-attaching to the session on
+/// its next event) when no pause is left. Unbalanced calls are ignored.
+void resume_thread_recording() noexcept;
+
 /// Forces the next current_buffer() on this thread to re-check (after its thread-local state
 /// changed, e.g. under a ThreadLocalStateGuard).
 inline void invalidate_thread_slot() noexcept { t_slot.epoch = ~uint64_t(0); }
