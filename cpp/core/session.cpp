@@ -277,13 +277,17 @@ void enable_profiler(const SessionConfig& config) {
   if (auto* info = dynamic_cast<internal::ProfilerStateInfo*>(
           ThreadLocalDebugInfo::get(DebugInfoKind::kProfilerState));
       info && info->epoch == g_session_epoch.load()) {
-    throw SessionError("framescope: profiler already enabled on this thread");
+    throw SessionError(
+        "framescope: profiler already enabled on this thread: one session records at a time "
+        "(stop the running one first; a program run by `framescope run` is profiled already)");
   }
   uint64_t epoch;
   {
     std::lock_guard<std::mutex> lock(g_session_mutex);
     if (g_session) {
-      throw SessionError("framescope: a profiling session is already enabled (on another thread)");
+      throw SessionError(
+          "framescope: a profiling session is already enabled (on another thread): one session "
+          "records at a time (a program run by `framescope run` is profiled already)");
     }
     internal::ChunkPool::instance().reserve(config.prefault_bytes);
     epoch = ++internal::g_last_epoch;

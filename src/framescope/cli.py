@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("-o", "--output", default=None,
                      help="trace file to write; its extension picks the format (.json, .json.gz, "
-                          ".pftrace, .speedscope.json, .collapsed, .prof, .fstrace; default: "
+                          ".pftrace, .speedscope.json, .collapsed, .prof, .fstrace, .html; default: "
                           "framescope.trace + the format's extension)")
     run.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
                      help="trace format (default: from -o's extension, else chrome)")
