@@ -26,7 +26,9 @@ from native_build import build_extension
 RECORDER_SOURCE = Path(__file__).with_name("ground_truth_recorder.c")
 
 EV_PY_OPEN, EV_PY_CLOSE, EV_C_OPEN, EV_C_CLOSE = 0, 1, 2, 3
-C_FUNCTION, C_METHOD, C_DESCR, C_TYPE, C_INSTANCE = 0, 1, 2, 3, 4
+C_FUNCTION, C_METHOD, C_DESCR, C_TYPE, C_INSTANCE, C_OWN = 0, 1, 2, 3, 4, 5
+#: c_key() of a call into framescope's own builtins: dropped, its children taking its place.
+OWN_CALL = "<framescope's own builtin>"
 PYTHON_FUNCTION, C_FUNCTION_CALL = 0, 1  # framescope's EventCategory values (trace.h)
 
 
@@ -97,6 +99,8 @@ def tp_name(t: type) -> str:
 
 def c_key(ckind: int, obj: Any, name: str | None, method: int, rec: ModuleType) -> str:
     """The name of a builtin call from what the recorder kept of the callable."""
+    if ckind == C_OWN:
+        return OWN_CALL
     if ckind == C_FUNCTION:
         text = f"{obj.__name__}.{name}" if isinstance(obj, ModuleType) else str(name)
     elif ckind == C_METHOD:
@@ -207,6 +211,7 @@ class GroundTruth:
             for node, _, _ in stack:
                 if node and node.end < 0:
                     node.end = hi
+            roots = drop_builtins(roots, only_key=OWN_CALL)
             if not c_calls:
                 roots = drop_builtins(roots)
             if roots:
@@ -214,12 +219,13 @@ class GroundTruth:
         return out
 
 
-def drop_builtins(nodes: Iterable[Node]) -> list[Node]:
-    """The trees without builtin slices: a builtin's children take its place."""
+def drop_builtins(nodes: Iterable[Node], only_key: str | None = None) -> list[Node]:
+    """The trees without builtin slices (those keyed ``only_key`` when given): a builtin's
+    children take its place."""
     out: list[Node] = []
     for n in nodes:
-        kids = drop_builtins(n.children)
-        if n.kind == "c":
+        kids = drop_builtins(n.children, only_key)
+        if n.kind == "c" and (only_key is None or n.key == only_key):
             out.extend(kids)
         else:
             out.append(Node(n.key, n.kind, n.start, n.end, kids))

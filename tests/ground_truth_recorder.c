@@ -34,6 +34,7 @@ enum {
     C_DESCR = 2,    /* method descriptor: obj = the type that defines it */
     C_TYPE = 3,     /* a type called: obj = the type */
     C_INSTANCE = 4, /* an instance called: obj = its type */
+    C_OWN = 5,      /* framescope's own builtin (is_framescope_own): not the program's call */
 };
 
 typedef struct {
@@ -96,9 +97,34 @@ static void record(int kind, int ckind, PyObject *obj, const char *name) {
 }
 
 
+/* True for framescope's own builtins (or a bound method wrapping one): its module's functions
+ * (a profile's C-written start/stop/__exit__), methods of its types, and its types. framescope
+ * does not record the program's calls into framescope (they are not what the program does). */
+static int named_framescope(const char *name) {
+    return name && strncmp(name, "framescope.", 11) == 0;
+}
+
+static int is_framescope_own(PyObject *callable) {
+    if (PyMethod_Check(callable)) callable = PyMethod_GET_FUNCTION(callable);
+    if (PyCFunction_Check(callable)) {
+        PyObject *self = ((PyCFunctionObject *)callable)->m_self;
+        if (!self) return 0;
+        if (PyModule_Check(self)) {
+            const char *module = PyModule_GetName(self);
+            if (!module) PyErr_Clear();
+            return named_framescope(module);
+        }
+        return named_framescope((PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self))->tp_name);
+    }
+    if (PyType_Check(callable)) return named_framescope(((PyTypeObject *)callable)->tp_name);
+    return 0;
+}
+
 /* Records the opening of a C slice for `callable`, described without allocating. */
 static void record_c_call(PyObject *callable) {
-    if (PyCFunction_Check(callable)) {
+    if (is_framescope_own(callable)) {
+        record(EV_C_OPEN, C_OWN, Py_None, NULL);
+    } else if (PyCFunction_Check(callable)) {
         PyCFunctionObject *f = (PyCFunctionObject *)callable;
         PyObject *self = f->m_self;
         if (!self || PyModule_Check(self)) {
