@@ -326,10 +326,19 @@ void bind_session_control(nb::module_& m) {
         "exclude_files"_a = std::vector<std::string>(), "skip_frames_prefix"_a = "",
         "stream_to"_a = "");
   m.def("_stop", &stop_session, "owner"_a, "keep"_a = true);
-  m.def("_pause_recording", &internal::pause_thread_recording,
-        "Stops the calling thread from recording (nested) until _resume_recording().");
-  m.def("_resume_recording", &internal::resume_thread_recording,
-        "Ends one _pause_recording() of the calling thread.");
+  // One C call around the whole call: a Python-level pause ... finally: resume could be cut
+  // between the two by KeyboardInterrupt (a signal handler runs between bytecodes), leaving the
+  // thread unrecorded for good.
+  m.def(
+      "_call_unrecorded",
+      [](nb::handle fn, nb::args args, nb::kwargs kwargs) {
+        struct Paused {
+          Paused() { internal::pause_thread_recording(); }
+          ~Paused() { internal::resume_thread_recording(); }
+        } paused;
+        return fn(*args, **kwargs);
+      },
+      "fn(*args, **kwargs) with the calling thread not recording (nested calls are counted).");
   m.def(
       "_session_owner", [] { return g_owner ? nb::borrow(g_owner) : nb::none(); },
       "The profile object whose session runs, or None.");

@@ -47,10 +47,8 @@ def _stop(owner: object, keep: bool = True) -> bool:
     when ``owner`` does not own the running session."""
 
 
-def _pause_recording() -> None:
-    """Stops the calling thread from recording (nested) until _resume_recording()."""
-def _resume_recording() -> None:
-    """Ends one _pause_recording() of the calling thread."""
+def _call_unrecorded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(*args, **kwargs) with the calling thread not recording (nested calls are counted)."""
 def _session_owner() -> object | None:
     """The profile object whose session runs, or None."""
 

@@ -21,10 +21,8 @@ def unrecorded(fn: F) -> F:
 
     @functools.wraps(fn)
     def run_unrecorded(*args: Any, **kwargs: Any) -> Any:
-        _core._pause_recording()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _core._resume_recording()
+        # Paused and resumed in one C call: no bytecode (where KeyboardInterrupt could land)
+        # between the two.
+        return _core._call_unrecorded(fn, *args, **kwargs)
 
     return run_unrecorded  # type: ignore[return-value]
