@@ -122,9 +122,13 @@ class Trace {
   std::vector<std::string> warnings;
   int64_t start_ns = 0;  ///< session start (monotonic ns)
   int64_t stop_ns = 0;
+  /// Events not kept at the memory limit, counted as recorded_events counts them (a range is
+  /// two events, its begin and end; a compact Python call and its return two), so that the two
+  /// add up to every event produced, with either limit policy.
   uint64_t dropped_events = 0;
-  uint64_t recorded_events =
-      0;  ///< events kept (16 bytes each; compact Python calls and returns 8)
+  /// Events kept (16 bytes each; compact Python calls and returns 8; a range's end on another
+  /// thread is kept by the session and counts too).
+  uint64_t recorded_events = 0;
 
   /// Interns a symbol by display name; returns its index.
   uint32_t intern(Symbol s);
