@@ -107,6 +107,8 @@ struct SymbolStats {
   uint32_t symbol = 0;
   uint64_t calls = 0;
   int64_t total_ns = 0;  ///< inclusive, counting recursive calls once
+  /// Exclusive: the events' time minus their children's. 0 for ranges ended on another thread
+  /// (async_end): their thread's other slices hold that time.
   int64_t self_ns = 0;
 };
 
