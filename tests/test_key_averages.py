@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import pstats
 import re
 import sys
 import threading
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import framescope
+from framescope import _core
 from framescope.key_averages import FunctionEventAvg
 
 
@@ -256,6 +259,86 @@ def test_summary_percentages_never_exceed_100_and_name_the_measure() -> None:
         assert float(p) <= 100.0
     with pytest.raises(ValueError, match="sort_by"):
         prof.summary(sort_by="bogus")  # type: ignore[arg-type]
+
+
+_SUMMARY_ROW = re.compile(r"^\s*\d+\s+\d+\.\d+\s+(\d+\.\d)%\s")
+
+
+def _self_percent_sums(text: str) -> list[float]:
+    """Sum of the self % column of each table of a summary (one per thread with by_thread)."""
+    sums: list[float] = []
+    for line in text.splitlines():
+        if line.split()[:4] == ["calls", "self", "ms", "self"]:  # a table's header
+            sums.append(0.0)
+        elif (m := _SUMMARY_ROW.match(line)) is not None:
+            sums[-1] += float(m.group(1))
+    return sums
+
+
+def test_range_ended_on_another_thread_is_an_async_span(tmp_path: Path) -> None:
+    """Before: a range entered on one thread and exited on another counted its whole duration
+    as self time of its starting thread, on top of what that thread ran meanwhile: the self %
+    of the summary's rows summed to ~158% (the starting thread's own table to ~170%) and
+    key_averages().table()'s "Self CPU time total" exceeded the time recorded on the threads.
+    Now it is an async span: a row with its calls and total time, no self time, no share."""
+    with framescope.profile() as prof:
+        r = framescope.record_function("cross")
+        r.__enter__()
+        time.sleep(0.02)
+        t = threading.Thread(target=lambda: (time.sleep(0.05), r.__exit__(None, None, None)))
+        t.start()
+        t.join()
+    (cross,) = prof.events().named("cross")
+    assert cross.duration_ns >= 60_000_000
+    _rows, thread_totals, _cpu, _mem = _core._key_averages(prof.trace, False, 0, False)
+    thread_ns = sum(w for w, _ in thread_totals)
+
+    text = prof.summary(limit=50)
+    sums = _self_percent_sums(text)
+    assert len(sums) == 1 and sums[0] <= 100.5, text
+    assert all(float(p) <= 100.0 for p in re.findall(r"(\d+\.\d)%", text)), text
+    lines = text.splitlines()
+    split = lines.index("Ranges ended on another thread (async: not part of the thread times above)")
+    assert not any(line.endswith("  cross") for line in lines[:split])
+    (row,) = [line for line in lines[split:] if line.endswith("  cross")]
+    calls, total_ms = row.split()[:2]
+    assert calls == "1" and float(total_ms) == pytest.approx(cross.duration_ns / 1e6, abs=0.002)
+    # The repro's limit still shows it: async spans are listed apart from the self-time rows.
+    assert any(line.endswith("  cross") for line in prof.summary(limit=4).splitlines())
+
+    per_thread = prof.summary(limit=50, by_thread=True)
+    sums = _self_percent_sums(per_thread)
+    assert len(sums) == 2 and all(s <= 100.5 for s in sums), per_thread
+    assert all(float(p) <= 100.0 for p in re.findall(r"(\d+\.\d)%", per_thread)), per_thread
+    main_section = per_thread.split("== ")[1]
+    assert main_section.startswith("MainThread") and "  cross\n" in main_section + "\n"
+
+    avgs = prof.key_averages()
+    (k,) = [e for e in avgs if e.key == "cross"]
+    assert k.is_async and k.count == 1 and k.self_cpu_time_total == 0
+    assert k.cpu_time_total == pytest.approx(cross.duration_ns / 1e3, abs=1)
+    assert avgs.self_cpu_time_total() == pytest.approx(thread_ns / 1e3, abs=1)
+    table = avgs.table(sort_by="cpu_time_total").splitlines()
+    total_line = next(line for line in table if line.startswith("Self CPU time total: "))
+    assert total_line.endswith("ms") and float(total_line.split()[-1][:-2]) <= thread_ns / 1e6 + 0.01
+    for p in re.findall(r"(\d+\.\d\d)%", "\n".join(table)):
+        assert float(p) <= 100.0
+    assert any(line.lstrip().startswith("cross ") for line in table)
+
+    by_name = {n: (c, tot, slf) for n, c, tot, slf in prof.stats()}
+    assert by_name["cross"] == (1, cross.duration_ns, 0)
+    assert sum(slf for *_, slf in prof.stats()) == pytest.approx(thread_ns, abs=1000)
+
+    # Exports still show it: an async pair in Chrome JSON, a call with its cumtime in pstats.
+    prof.export(tmp_path / "t.json")
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert sorted(e["ph"] for e in events if e.get("name") == "cross") == ["b", "e"]
+    prof.export(tmp_path / "t.prof")
+    st = pstats.Stats(str(tmp_path / "t.prof"))
+    ((_cc, nc, tottime, cumtime, _callers),) = [
+        v for key, v in st.stats.items() if key[2] == "cross"]  # type: ignore[attr-defined]
+    assert nc == 1 and tottime == 0 and cumtime == pytest.approx(cross.duration_ns / 1e9, abs=1e-5)
+    assert st.total_tt == pytest.approx(thread_ns / 1e9, abs=1e-3)  # type: ignore[attr-defined]
 
 
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="torch is installed on 3.11 only")

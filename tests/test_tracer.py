@@ -403,3 +403,40 @@ def test_c_calls_into_framescope_are_not_the_programs(backend: str, how: str) ->
     lens = [e for e in events if e.name.endswith("len>")]
     assert all(e.parent is not None and events[e.parent].name == "counted" for e in lens)
     assert counted.parent is not None and events[counted.parent].name.endswith("_lengths")
+
+
+def _work(i: int) -> int:
+    return i
+
+
+@pytest.mark.parametrize("on_limit", ["stop", "keep_newest"])
+@pytest.mark.parametrize("workload", ["python_calls", "ranges", "mixed"])
+def test_dropped_events_count_events_like_recorded_events(on_limit: str, workload: str) -> None:
+    """recorded_events + dropped_events is every event produced, in every mode. Before, the stop
+    policy counted a range whose begin was dropped as one event (its end was not counted), and
+    keep_newest counted the 16-byte slots of a recycled chunk, each holding two 8-byte Python
+    events: both about half the events dropped."""
+    n = 150_000
+    per_iteration = {"python_calls": 2, "ranges": 2, "mixed": 4}[workload]
+    with framescope.profile(memory_limit="1MiB", on_limit=on_limit) as prof:  # type: ignore[arg-type]
+        if workload == "python_calls":
+            for i in range(n):
+                _work(i)
+        elif workload == "ranges":
+            for i in range(n):
+                with framescope.record_function("r"):
+                    pass
+        else:
+            for i in range(n):
+                with framescope.record_function("r"):
+                    _work(i)
+    t = prof.trace
+    produced = per_iteration * n
+    assert t.dropped_events > produced // 2  # 1 MiB holds well under half of them
+    # The session's own few events (its start and stop, the marks) come on top.
+    assert produced <= t.recorded_events + t.dropped_events <= produced + 16, (
+        t.recorded_events, t.dropped_events)
+    # The texts that report drops say the same number.
+    dropped_warnings = [w for w in prof.warnings if "events dropped" in w]
+    assert len(dropped_warnings) == 1 and f" {t.dropped_events} events dropped" in dropped_warnings[0]
+    assert f"{t.dropped_events} dropped" in prof.summary(limit=1).splitlines()[-1]

@@ -99,12 +99,15 @@ class KeyAveragesVisitor final : public TraceVisitor {
   }
 
   void async_slice(const Slice& s) override {
+    // A range ended on another thread is an async span (torch's is_async events): it encloses
+    // nothing and its thread kept running other slices meanwhile, which hold that time as their
+    // self time. Counting its duration as self time too would count the same wall time twice
+    // (percentages of thread time above 100%), so it has a total and no self time, and no part
+    // in its parent's or its thread's time. Its own key keeps it apart from the same name's
+    // ranges that ended on their own thread.
     KeyAverage& k = out_.entries[key_of(s)];
-    k.is_async = true;
     k.count += 1;
-    const int64_t dur = std::max<int64_t>(0, s.dur_ns);
-    k.total_ns = sat_add(k.total_ns, dur);
-    k.self_ns = sat_add(k.self_ns, dur);
+    k.total_ns = sat_add(k.total_ns, std::max<int64_t>(0, s.dur_ns));
     k.flops = sat_add(k.flops, flops_of(s));
   }
 
@@ -147,6 +150,7 @@ class KeyAveragesVisitor final : public TraceVisitor {
     KeyAverage k;
     k.symbol = s.symbol;
     k.category = s.category;
+    k.is_async = s.async_end;
     k.top_level = s.parent < 0;
     out_.entries.push_back(std::move(k));
     active_.push_back(0);
@@ -156,15 +160,16 @@ class KeyAveragesVisitor final : public TraceVisitor {
   uint32_t key_of(const Slice& s) {
     if (plain_) {
       const size_t slot = size_t(s.symbol) * kCategories + (size_t(s.category) & (kCategories - 1));
-      if (slot >= by_symbol_.size()) by_symbol_.resize(slot + 1, UINT32_MAX);
-      uint32_t& k = by_symbol_[slot];
+      std::vector<uint32_t>& keys = s.async_end ? by_symbol_async_ : by_symbol_;
+      if (slot >= keys.size()) keys.resize(slot + 1, UINT32_MAX);
+      uint32_t& k = keys[slot];
       if (k == UINT32_MAX) k = new_entry(s);
       return k;
     }
-    // Composite key: symbol, category, then what the options group by, as bytes.
+    // Composite key: symbol, category, async or not, then what the options group by, as bytes.
     key_.clear();
     append(s.symbol);
-    append(uint32_t(s.category));
+    append(uint32_t(s.category) | (s.async_end ? 0x100u : 0u));
     if (o_.group_by_thread) append(s.thread);
     uint32_t shapes = UINT32_MAX;
     if (o_.group_by_input_shape && s.detail < view_->details.size()) {
@@ -256,8 +261,9 @@ class KeyAveragesVisitor final : public TraceVisitor {
   bool plain_ = true;
   const TraceView* view_ = nullptr;
   KeyAverages out_;
-  std::vector<uint32_t> active_;     // open events per key (outermost detection)
-  std::vector<uint32_t> by_symbol_;  // plain keys: symbol * kCategories + category -> key
+  std::vector<uint32_t> active_;           // open events per key (outermost detection)
+  std::vector<uint32_t> by_symbol_;        // plain keys: symbol * kCategories + category -> key
+  std::vector<uint32_t> by_symbol_async_;  // the same, of ranges ended on another thread
   std::unordered_map<std::string, uint32_t> keys_;
   std::string key_;
   std::vector<uint32_t> detail_shapes_;

@@ -23,6 +23,7 @@ std::atomic<int> g_global_callback_count{0};
 __thread bool t_has_local_callbacks __attribute__((tls_model("initial-exec"))) = false;
 
 void record_async_end(uint64_t epoch, uint32_t buffer_index, uint64_t begin_seq, uint64_t ticks);
+void record_dropped_end(uint64_t epoch, uint32_t buffer_index) noexcept;
 
 struct CallbackEntry {
   CallbackEntry(RecordFunctionCallback c, CallbackHandle h) : cb(std::move(c)), handle(h) {}
@@ -438,7 +439,20 @@ void RecordFunction::end_slow() noexcept {
     observers_ = nullptr;
     return;
   }
-  if (buffer_ && begin_seq_ != internal::ThreadBuffer::kDroppedSeq) {
+  if (buffer_ && begin_seq_ == internal::ThreadBuffer::kDroppedSeq) {
+    // The begin was dropped (memory limit), so no end is written; it still counts as dropped,
+    // as it would had the begin been kept: dropped_events counts events, two per range, the
+    // unit of recorded_events. Same buffer rules as a recorded end below.
+    if (internal::t_slot.buffer == buffer_ && internal::t_slot.epoch == session_epoch_) {
+      buffer_->count_dropped(1);
+    } else if (internal::g_session_epoch.load(std::memory_order_relaxed) == session_epoch_) {
+      if (thread_id_ == current_thread_id()) {
+        buffer_->count_dropped(1);
+      } else {
+        internal::record_dropped_end(session_epoch_, buffer_index_);
+      }
+    }
+  } else if (buffer_) {
     uint64_t now = now_ticks();
     if (internal::t_slot.buffer == buffer_ && internal::t_slot.epoch == session_epoch_) {
       buffer_->append(now, internal::pack_word(internal::EventKind::kRangeEnd, begin_seq_));

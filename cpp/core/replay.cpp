@@ -205,6 +205,9 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
     if (ae.ticks <= raw.stop_ticks)
       part->async_ends.push_back({ae.buffer_index, ae.begin_seq, ae.ticks});
   }
+  // An end on another thread is an event kept too (in the session, not in a slot): counted, so
+  // that recorded + dropped events are all the events produced, whichever thread ended a range.
+  part->recorded_events += part->async_ends.size();
   const int64_t pid = getpid();
   std::vector<bool> initial_taken(raw.initial_stacks.size(), false);
   part->owned_slots.reserve(raw.threads.size());

@@ -259,6 +259,21 @@ void record_async_end(uint64_t epoch, uint32_t buffer_index, uint64_t begin_seq,
   if (session && session->epoch == epoch) session->add_async_end({buffer_index, begin_seq, ticks});
 }
 
+void record_dropped_end(uint64_t epoch, uint32_t buffer_index) noexcept {
+  // Another thread than the range's: the starting thread's buffer is reached through the
+  // session, under its mutex, so that it is still registered (not collected by a stop).
+  std::lock_guard<std::mutex> lock(g_session_mutex);
+  if (!g_session || g_session->epoch != epoch) return;
+  std::lock_guard<std::mutex> session_lock(g_session->mutex);
+  if (g_session->stopped) return;
+  for (const auto& buffer : g_session->buffers) {
+    if (buffer->index() == buffer_index) {
+      buffer->count_dropped(1);
+      return;
+    }
+  }
+}
+
 }  // namespace internal
 
 using internal::g_session;

@@ -357,9 +357,13 @@ class StatsVisitor final : public TraceVisitor {
     finish(e, s.dur_ns, s.parent);
   }
   void async_slice(const Slice& s) override {
+    // A range ended on another thread (an async span) encloses nothing and its thread ran
+    // other slices meanwhile, which hold that time as their self time: it has a call and a
+    // total but no self time, and takes nothing from its parent's (key_averages does the same).
     if (s.symbol >= by_symbol_.size()) return;
-    finish(Entry{s.index, s.symbol, parent_symbol(), 0, active_[s.symbol] == 0}, s.dur_ns,
-           s.parent);
+    SymbolStats& st = by_symbol_[s.symbol];
+    st.calls += 1;
+    if (active_[s.symbol] == 0) st.total_ns = sat_add(st.total_ns, s.dur_ns);
   }
   std::vector<SymbolStats> result() {
     std::vector<SymbolStats> out;

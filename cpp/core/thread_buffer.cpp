@@ -43,8 +43,17 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
       chunks_.pop_front();
       // The ranges and calls that enclose the kept events must stay visible: their begins (and
       // the side records they need) are carried before the records go.
+      const uint64_t carried_before = carried_events_locked();
       carry_open_begins(oldest, oldest.capacity);
-      dropped_.fetch_add(oldest.capacity, std::memory_order_relaxed);
+      // Dropped counts events, as recorded_events does, not slots: a pair slot holds two compact
+      // events, a base or padding slot none. Each carried entry is one event that replays
+      // (and counts as recorded) in place of its recycled original, so what the chunk held plus
+      // what was carried before is what is carried now plus what is gone for good. That also
+      // counts a carried begin whose end was recycled now, or that the carried cap pushed out.
+      const uint64_t carried_after = carried_events_locked();
+      dropped_.fetch_add(
+          count_events(oldest.events, oldest.capacity) + carried_before - carried_after,
+          std::memory_order_relaxed);
       // Records referenced only by the recycled chunk go with it: those below the first
       // records the remaining chunks (or the event being appended) may reference.
       release_side_records_below(chunks_.empty() ? first_side : chunks_.front().first_side);
@@ -181,8 +190,8 @@ void ThreadBuffer::carry_open_begins(const Chunk& chunk, size_t slots) noexcept 
   };
   auto push = [this](uint64_t ticks, uint64_t word, uint64_t seq) {
     if (open_begins_.size() >= kMaxCarried) {
-      open_begins_.erase(open_begins_.begin());  // the outermost begin is lost
-      dropped_.fetch_add(1, std::memory_order_relaxed);
+      // The outermost begin is lost (counted dropped by the caller: carried events went down).
+      open_begins_.erase(open_begins_.begin());
     }
     open_begins_.push_back({ticks, word, seq});
   };
@@ -273,7 +282,7 @@ void ThreadBuffer::carry_open_begins(const Chunk& chunk, size_t slots) noexcept 
       open_details_ = std::move(kept);
     }
   } catch (...) {
-    // Out of memory: the carried begins are lost (the events themselves were counted dropped).
+    // Out of memory: the carried begins are lost (the caller counts them dropped).
     open_begins_.clear();
     open_details_.clear();
   }
@@ -414,17 +423,21 @@ void ThreadBuffer::release_chunks() noexcept {
   pending_pair_ = nullptr;
 }
 
-uint64_t count_events(const std::vector<RawEvent>& slots) noexcept {
+uint64_t count_events(const RawEvent* slots, size_t count) noexcept {
   uint64_t n = 0;
-  for (const RawEvent& e : slots) {
-    if (is_compact_pair(e.word)) {
-      n += e.ticks != 0 ? 2 : 1;
+  for (const RawEvent* e = slots; e != slots + count; ++e) {
+    if (is_compact_pair(e->word)) {
+      n += e->ticks != 0 ? 2 : 1;
     } else {
-      EventKind k = kind_of(e.word);
+      EventKind k = kind_of(e->word);
       n += (k == EventKind::kPadding || k == EventKind::kBase) ? 0 : 1;
     }
   }
   return n;
+}
+
+uint64_t count_events(const std::vector<RawEvent>& slots) noexcept {
+  return count_events(slots.data(), slots.size());
 }
 
 }  // namespace framescope::internal

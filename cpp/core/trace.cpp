@@ -92,7 +92,9 @@ std::vector<SymbolStats> Trace::stats() const {
   std::vector<int64_t> self(events.size());
   for (size_t i = 0; i < events.size(); ++i) {
     const TraceEvent& e = events[i];
-    if (e.dur_ns < 0) continue;
+    // Instants have no time; a range ended on another thread (async) has no self time and
+    // takes none from its parent (StatsVisitor in stored_trace.cpp says why).
+    if (e.dur_ns < 0 || e.async_end) continue;
     self[i] = sat_add(self[i], e.dur_ns);
     if (e.parent >= 0 && events[size_t(e.parent)].dur_ns >= 0) {
       self[size_t(e.parent)] = sat_add(self[size_t(e.parent)], -e.dur_ns);
@@ -124,6 +126,7 @@ std::vector<SymbolStats> Trace::stats() const {
     s.calls += 1;
     s.self_ns = sat_add(s.self_ns, self[i]);
     if (active[e.symbol] == 0) s.total_ns = sat_add(s.total_ns, e.dur_ns);
+    if (e.async_end) continue;  // encloses nothing: never on the stack
     ++active[e.symbol];
     stack.push_back(i);
   }

@@ -408,7 +408,7 @@ void read_tables(std::string_view payload, TracePart& part,
   }
   part.release_pages = !span.empty() && slot_bytes >= kReleasePagesFrom;
   if (part.release_pages) part.mapped_span = span;
-  part.recorded_events = 0;
+  part.recorded_events = part.async_ends.size();  // as build_part counts them
   for (const PartThread& th : part.threads) {
     for (const SlotRun& run : th.runs) {
       for (uint64_t k = 0; k < run.count;) {

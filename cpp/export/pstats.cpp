@@ -63,15 +63,17 @@ class PstatsVisitor final : public TraceVisitor {
     if (c.caller != kNone) stop(edges_[edge_key(c.caller, c.symbol)], s.dur_ns, it);
   }
   void async_slice(const Slice& s) override {
-    // Ended on another thread: a call of its own, not part of its caller's callee time.
+    // Ended on another thread: a call of its own, not part of its caller's callee time, with
+    // no inline time (tottime): its thread ran other calls meanwhile, whose tottime holds that
+    // time already (pstats' total time, the sum of tottime, would count it twice).
     const uint32_t caller = stack_.empty() ? kNone : stack_.back().symbol;
     Counts& e = entries_[s.symbol];
     ++e.recursion;
-    stop(e, s.dur_ns, s.dur_ns);
+    stop(e, s.dur_ns, 0);
     if (caller != kNone) {
       Counts& p = edges_[edge_key(caller, s.symbol)];
       ++p.recursion;
-      stop(p, s.dur_ns, s.dur_ns);
+      stop(p, s.dur_ns, 0);
     }
   }
 

@@ -32,15 +32,20 @@ struct KeyAverage {
   /// once, in the outermost one, as cProfile's cumtime: the total never exceeds the time the
   /// key's events covered.
   int64_t total_ns = 0;
-  int64_t self_ns = 0;        ///< the events' time minus their direct children's
+  /// The events' time minus their direct children's; 0 for async entries (their time is held
+  /// by the slices their thread ran meanwhile).
+  int64_t self_ns = 0;
   int64_t cpu_total_ns = -1;  ///< on-CPU time of total_ns (interpolated CPU clock)
   int64_t cpu_self_ns = -1;   ///< on-CPU time of self_ns
   /// Bytes allocated (memory samples) inside the events, children included (outermost events
   /// only, as total_ns), and directly inside them.
   int64_t memory_total = 0;
   int64_t memory_self = 0;
-  int64_t flops = 0;       ///< sum of the events' flops estimates (with_flops)
-  bool is_async = false;   ///< ranges ended on another thread (not nested: no self/total split)
+  int64_t flops = 0;  ///< sum of the events' flops estimates (with_flops)
+  /// Ranges ended on another thread (async spans): a key of their own, with the count, total
+  /// and flops of those ranges but no self time, and no part in their thread's totals or in
+  /// their parent's child time.
+  bool is_async = false;
   bool top_level = false;  ///< the key's first event had no enclosing event (torch's cpu_parent)
 };
 

@@ -47,29 +47,32 @@ class ScopedRange {
   ScopedRange& operator=(const ScopedRange&) = delete;
 
   /// True when a session records the range or a callback observes it.
-  bool is_active() const noexcept { return mode_ != Mode::kInert; }
+  bool is_active() const noexcept { return mode_ == Mode::kSession || mode_ == Mode::kObserved; }
 
  private:
   enum class Mode : uint8_t {
-    kInert,     // nothing to end: nobody consumed the range, or the session dropped its begin
+    kInert,     // nothing to end: nobody consumed the range
     kSession,   // session_ is set
     kObserved,  // observed_ holds a started RecordFunction
+    kDropped,   // the session dropped the begin (limit): session_ is set, the end only counts
   };
 
   FRAMESCOPE_ALWAYS_INLINE void begin(const char* static_name, RecordScope scope) noexcept {
     internal::ThreadBuffer* b = internal::current_buffer();
     if (FRAMESCOPE_LIKELY(b != nullptr && !internal::have_callbacks() && !b->record_shapes)) {
       uint64_t seq = b->append(now_ticks(), internal::range_begin_word(static_name, scope));
-      if (FRAMESCOPE_UNLIKELY(seq == internal::ThreadBuffer::kDroppedSeq)) return;  // at limit
       session_ = SessionRange{b, internal::t_slot.epoch, seq};
-      mode_ = Mode::kSession;
+      // At the limit the begin is dropped: nothing to end, but the end is counted dropped too.
+      mode_ = FRAMESCOPE_UNLIKELY(seq == internal::ThreadBuffer::kDroppedSeq) ? Mode::kDropped
+                                                                              : Mode::kSession;
       return;
     }
     begin_observed(static_name, scope);
   }
   // Callbacks, input shapes, or no buffer yet on this thread: a full RecordFunction.
   FRAMESCOPE_NOINLINE void begin_observed(const char* static_name, RecordScope scope) noexcept;
-  // Ends an observed range, or a session range whose thread slot changed mid-range.
+  // Ends an observed range, or a session range whose thread slot changed mid-range, or counts
+  // the end of a range whose begin was dropped.
   FRAMESCOPE_NOINLINE void end_slow() noexcept;
 
   // Which members are live depends on mode_; the union keeps observed_ unconstructed (and the

@@ -99,6 +99,7 @@ class StoredTrace final : public TraceSource {
   const std::vector<std::string>& warnings() const noexcept { return warnings_; }
   int64_t start_ns() const noexcept { return start_ns_; }
   int64_t stop_ns() const noexcept { return stop_ns_; }
+  /// Events dropped at the memory limit and events kept, in one unit (Trace::dropped_events).
   uint64_t dropped_events() const noexcept { return dropped_; }
   uint64_t recorded_events() const noexcept { return recorded_; }
   /// Bytes of recorded slots held (in memory or mapped).

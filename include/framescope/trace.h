@@ -107,6 +107,8 @@ struct SymbolStats {
   uint32_t symbol = 0;
   uint64_t calls = 0;
   int64_t total_ns = 0;  ///< inclusive, counting recursive calls once
+  /// Exclusive: the events' time minus their children's. 0 for ranges ended on another thread
+  /// (async_end): their thread's other slices hold that time.
   int64_t self_ns = 0;
 };
 
@@ -122,9 +124,13 @@ class Trace {
   std::vector<std::string> warnings;
   int64_t start_ns = 0;  ///< session start (monotonic ns)
   int64_t stop_ns = 0;
+  /// Events not kept at the memory limit, counted as recorded_events counts them (a range is
+  /// two events, its begin and end; a compact Python call and its return two), so that the two
+  /// add up to every event produced, with either limit policy.
   uint64_t dropped_events = 0;
-  uint64_t recorded_events =
-      0;  ///< events kept (16 bytes each; compact Python calls and returns 8)
+  /// Events kept (16 bytes each; compact Python calls and returns 8; a range's end on another
+  /// thread is kept by the session and counts too).
+  uint64_t recorded_events = 0;
 
   /// Interns a symbol by display name; returns its index.
   uint32_t intern(Symbol s);

@@ -4,6 +4,10 @@ Percentages are of the time recorded on the threads (the sum of every event's se
 thread's time under its outermost recorded frames), so a table's self percentages add up to at
 most 100% however many threads ran. The header says what was measured: wall time, or time on a
 CPU (``sort_by="on_cpu"``, from the CPU clocks the session sampled).
+
+Ranges that ended on another thread than the one they began on are async spans: their thread
+ran other slices meanwhile, which hold that time, so they have no self time and are not a share
+of any thread's time. They are listed under the table, with their calls and total time.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class _Row(NamedTuple):
     cpu_self_ns: int | None
     memory_total: int
     memory_self: int
+    is_async: bool = False
 
 
 def _ms(ns: float) -> str:
@@ -92,6 +97,19 @@ def _table(rows: list[_Row], limit: int, sort_by: str, whole_wall: float,
     return lines
 
 
+def _async_table(rows: list[_Row], limit: int, sort_by: str) -> list[str]:
+    """Ranges ended on another thread: calls and total wall time, no share of thread time."""
+    if not rows or limit <= 0:
+        return []
+    first = (lambda r: r.calls) if sort_by == "calls" else (lambda r: r.total_ns)
+    rows = sorted(rows, key=lambda r: (first(r), r.total_ns), reverse=True)[:limit]
+    lines = ["Ranges ended on another thread (async: not part of the thread times above)",
+             f"{'calls':>10} {'total ms':>10}  name",
+             f"{'-' * 10} {'-' * 10}  {'-' * 40}"]
+    lines += [f"{r.calls:>10} {_ms(r.total_ns)}  {r.name}" for r in rows]
+    return lines
+
+
 def _what(sort_by: str, scope: str) -> str:
     """The table's first line: what was measured, in which order, of which whole."""
     order = {"self": "self time", "total": "total time", "calls": "calls",
@@ -107,7 +125,8 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
     """Top ``limit`` functions/ranges by ``sort_by`` ("self", "total", "calls", "on_cpu" or
     "memory": bytes allocated in the function itself), over all threads or, with
     ``by_thread``, one table per thread. With memory samples (``profile_memory``) the table
-    has the bytes allocated in each function itself and with its callees.
+    has the bytes allocated in each function itself and with its callees. Ranges ended on
+    another thread (async spans) follow the table, with calls and total time only.
 
     Raises:
         ValueError: an unknown ``sort_by``, "on_cpu" for a trace without CPU times, or
@@ -121,22 +140,28 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
                          "from an older file): sort by 'self', 'total' or 'calls'")
     if sort_by == "memory" and not has_memory:
         raise ValueError("this trace has no memory samples (record with profile_memory=True)")
-    rows = [_Row(r[0], r[2], r[5], r[6], r[7], r[8], r[9], r[10], r[11]) for r in raw if r[5] > 0]
+    every = [_Row(r[0], r[2], r[5], r[6], r[7], r[8], r[9], r[10], r[11], bool(r[13]))
+             for r in raw if r[5] > 0]
+    # Async spans (ranges ended on another thread) have no self time: listed apart.
+    rows = [r for r in every if not r.is_async]
+    spans = [r for r in every if r.is_async]
     threads = trace.threads
     lines: list[str] = []
     if by_thread:
         lines.append(_what(sort_by, "each thread's own time"
                            + (" on CPU" if sort_by == "on_cpu" else " recorded")))
         for i, (wall, cpu) in enumerate(thread_totals):
-            mine = [r for r in rows if r[1] == i]
-            if not mine:
+            mine = [r for r in rows if r.thread == i]
+            my_spans = [r for r in spans if r.thread == i]  # begun on this thread
+            if not mine and not my_spans:
                 continue
             cpu_text = f", {cpu / 1e6:.1f} ms on CPU" if cpu is not None else ""
             lines.append(f"== {_thread_label(threads, i)}: {wall / 1e6:.1f} ms recorded{cpu_text}")
             if sort_by == "on_cpu" and cpu is None:
                 lines.append("   (no CPU readings for this thread)")
-                continue
-            lines += _table(mine, limit, sort_by, wall, cpu, has_memory)
+            elif mine:
+                lines += _table(mine, limit, sort_by, wall, cpu, has_memory)
+            lines += _async_table(my_spans, limit, sort_by)
     else:
         wall = sum(w for w, _ in thread_totals)
         cpu_total = sum(c or 0 for _, c in thread_totals) if has_cpu else None
@@ -149,6 +174,7 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
                 f" ({cpu_total / 1e6:.1f} ms of it on CPU)" if cpu_total is not None else "")
         lines.append(_what(sort_by, scope))
         lines += _table(rows, limit, sort_by, wall, cpu_total, has_memory)
+        lines += _async_table(spans, limit, sort_by)
     span = max(trace.stop_ns - trace.start_ns, 1)
     lines.append(
         f"{trace.recorded_events} events recorded in {span / 1e6:.1f} ms wall"

@@ -601,7 +601,9 @@ class profile:
         time on CPU (``"on_cpu"``) or bytes allocated (``"memory"``, with ``profile_memory``),
         over all threads or one table per thread (``by_thread``).
         Percentages are of the time recorded on the threads (never above 100%); the first line
-        says what was measured (wall time or time on CPU)."""
+        says what was measured (wall time or time on CPU). Ranges ended on another thread than
+        their own are async spans, listed under the table with their calls and total time (no
+        self time: their thread's other slices hold it; docs/tracing.md)."""
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
         return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)

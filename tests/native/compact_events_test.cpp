@@ -1,6 +1,7 @@
 // tests/native/compact_events_test.cpp: 8-byte compact Python events: pairing, interleaving
 // with ordinary events, bases across chunks and long gaps, limits, concurrent snapshots, replay.
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -235,6 +236,97 @@ TEST_F(CompactEventsTest, KeysRegisterOnlyInTheActiveSession) {
   EXPECT_EQ(internal::register_compact_key(epoch, kKeyBase + 1), 1u);
   disable_profiler();
   EXPECT_EQ(internal::register_compact_key(epoch, kKeyBase), internal::kNoCompactIndex);
+}
+
+// dropped_events counts events, as recorded_events does, whatever the policy and the kind of
+// event: every event produced is either recorded or dropped. Before, the stop policy counted a
+// range whose begin was refused as one dropped event (its end was not counted), and keep-newest
+// counted the slots of a recycled chunk (a pair slot holds two compact events).
+struct Workload {
+  const char* name;
+  size_t events_per_iteration;
+  void (*run)(Recorder& r, size_t i);
+};
+
+const Workload kWorkloads[] = {
+    {"python calls", 2,
+     [](Recorder& r, size_t i) {
+       r.call(i % 3, now_ticks());
+       r.ret(now_ticks());
+     }},
+    {"scoped ranges", 2, [](Recorder&, size_t) { FRAMESCOPE_RANGE("scoped"); }},
+    {"record_function", 2, [](Recorder&, size_t) { RecordFunction rf("static"); }},
+    {"dynamic names", 2,
+     [](Recorder&, size_t) {
+       RecordFunction rf;
+       rf.before(std::string_view("dynamic"));
+     }},
+    {"mixed", 7,
+     [](Recorder& r, size_t i) {
+       r.call(i % 3, now_ticks());
+       {
+         FRAMESCOPE_RANGE("inside");
+         if (i % 2) mark("mark");
+         r.call(4, now_ticks());
+         r.ret(now_ticks());
+       }
+       if (i % 2 == 0) mark("mark");
+       r.ret(now_ticks());
+     }},
+};
+
+TEST_F(CompactEventsTest, DroppedEventsCountEventsLikeRecordedEvents) {
+  for (LimitPolicy policy : {LimitPolicy::kStopRecording, LimitPolicy::kKeepNewest}) {
+    for (const Workload& w : kWorkloads) {
+      SCOPED_TRACE(std::string(w.name) +
+                   (policy == LimitPolicy::kKeepNewest ? ", keep newest" : ", stop"));
+      SessionConfig cfg = no_marks();
+      cfg.memory_limit_bytes = 2 * ChunkPool::kChunkBytes;
+      cfg.on_limit = policy;
+      enable_profiler(cfg);
+      Recorder r;
+      constexpr size_t kIterations = 4 * ChunkPool::kChunkEvents;  // far beyond two chunks
+      // A call and a range open across the whole run: keep-newest carries their begins (kept,
+      // so not dropped) through every recycled chunk.
+      r.call(5, now_ticks());
+      {
+        FRAMESCOPE_RANGE("enclosing");
+        for (size_t i = 0; i < kIterations; ++i) w.run(r, i);
+      }
+      r.ret(now_ticks());
+      Trace t = stop_with_fake_keys();
+      expect_well_formed(t);
+      EXPECT_GT(t.dropped_events, 0u);
+      EXPECT_EQ(t.recorded_events + t.dropped_events, 4 + w.events_per_iteration * kIterations);
+      if (policy == LimitPolicy::kKeepNewest) {
+        EXPECT_FALSE(find_events(t, "enclosing").empty()) << "carried, so recorded";
+      }
+    }
+  }
+}
+
+TEST_F(CompactEventsTest, DroppedEndOnAnotherThreadIsCountedToo) {
+  // Ranges ended on another thread: a recorded one (its end kept by the session) and, once the
+  // buffer is full, one whose begin was dropped (its end counted dropped on the begin's buffer).
+  SessionConfig cfg = no_marks();
+  cfg.memory_limit_bytes = ChunkPool::kChunkBytes;
+  enable_profiler(cfg);
+  auto kept = std::make_unique<RecordFunction>();
+  kept->before("kept_async");
+  for (size_t i = 0; i < ChunkPool::kChunkEvents; ++i) {
+    FRAMESCOPE_RANGE("flood");
+  }
+  auto dropped = std::make_unique<RecordFunction>();
+  dropped->before("dropped_async");
+  std::thread([&] {
+    kept->end();
+    dropped->end();
+  }).join();
+  Trace t = stop_with_fake_keys();
+  expect_well_formed(t);
+  EXPECT_TRUE(only_event(t, "kept_async").async_end);
+  EXPECT_TRUE(find_events(t, "dropped_async").empty());
+  EXPECT_EQ(t.recorded_events + t.dropped_events, 2 + 2 * ChunkPool::kChunkEvents + 2);
 }
 
 }  // namespace

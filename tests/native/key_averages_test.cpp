@@ -1,5 +1,6 @@
 // tests/native/key_averages_test.cpp: key averages over hand-made traces, CPU clock readings.
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "cpu_sampler.h"
@@ -180,6 +181,93 @@ TEST_F(KeyAveragesTest, RangeOutlivingItsFrameLeavesTheFramesSelfTime) {
   EXPECT_EQ(entry(k, t, "r").self_ns, 60);
   EXPECT_GE(entry(k, t, "f").self_ns, 0);
   EXPECT_LE(entry(k, t, "f").self_ns + entry(k, t, "r").self_ns, 70);
+}
+
+// A range ended on another thread is an async span: its thread ran other slices meanwhile,
+// which hold that time. Before, key_averages and stats() counted its duration as self time as
+// well (summary percentages above 100%; "Self CPU time total" above the threads' time).
+TEST_F(KeyAveragesTest, RangeEndedOnAnotherThreadHasNoSelfTime) {
+  // f(0..100) > [async r(10..200), r(20..30), g(40..90)]
+  Trace t;
+  t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
+  const uint32_t f = t.intern(sym("f")), g = t.intern(sym("g")), r = t.intern(sym("r"));
+  t.events = {ev(0, 100, -1, f, 0), ev(10, 190, 0, r, 1, EventCategory::kUserAnnotation),
+              ev(20, 10, 0, r, 1, EventCategory::kUserAnnotation), ev(40, 50, 0, g, 1)};
+  t.events[1].async_end = true;
+  t.stop_ns = 200;
+  for (bool by_thread : {false, true}) {
+    SCOPED_TRACE(by_thread ? "grouped by thread" : "plain");
+    KeyAverageOptions o;
+    o.group_by_thread = by_thread;
+    const KeyAverages k = compute_key_averages(MaterializedSource(t), o);
+    const KeyAverage* async = nullptr;
+    const KeyAverage* sync = nullptr;
+    int64_t self_sum = 0;
+    for (const KeyAverage& e : k.entries) {
+      self_sum += e.self_ns;
+      if (e.symbol == r) (e.is_async ? async : sync) = &e;
+    }
+    ASSERT_NE(async, nullptr) << "an entry of its own";
+    ASSERT_NE(sync, nullptr);
+    EXPECT_EQ(async->count, 1u);
+    EXPECT_EQ(async->total_ns, 190);
+    EXPECT_EQ(async->self_ns, 0);
+    EXPECT_EQ(sync->count, 1u);
+    EXPECT_EQ(sync->self_ns, 10);
+    EXPECT_EQ(entry(k, t, "f").self_ns, 100 - 10 - 50) << "the async span is not f's child time";
+    ASSERT_EQ(k.threads.size(), 1u);
+    EXPECT_EQ(k.threads[0].self_ns, 100);
+    EXPECT_EQ(self_sum, k.threads[0].self_ns) << "self times add up to the thread's time";
+  }
+  // stats(), materialized and over a replay: a call and a total, no self time.
+  for (const std::vector<SymbolStats>& stats :
+       {t.stats(), compute_stats(MaterializedSource(t), t.symbols.size())}) {
+    int64_t self_sum = 0;
+    for (const SymbolStats& st : stats) {
+      self_sum += st.self_ns;
+      if (st.symbol == r) {
+        EXPECT_EQ(st.calls, 2u);
+        EXPECT_EQ(st.self_ns, 10);
+      }
+      if (st.symbol == f) {
+        EXPECT_EQ(st.self_ns, 40);
+      }
+    }
+    EXPECT_EQ(self_sum, 100);
+  }
+  (void)g;
+}
+
+TEST_F(KeyAveragesTest, RecordedRangeEndedOnAnotherThreadKeepsThreadTimesWhole) {
+  std::unique_ptr<RecordFunction> rf;
+  Trace t = record([&] {
+    FRAMESCOPE_RANGE("root");
+    rf = std::make_unique<RecordFunction>();
+    rf->before("cross");
+    {
+      FRAMESCOPE_RANGE("meanwhile");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      rf->end();
+    }).join();
+  });
+  rf.reset();
+  expect_well_formed(t);
+  const TraceEvent& cross = only_event(t, "cross");
+  ASSERT_TRUE(cross.async_end);
+  const KeyAverages k = compute_key_averages(MaterializedSource(t));
+  const KeyAverage& c = entry(k, t, "cross");
+  EXPECT_TRUE(c.is_async);
+  EXPECT_EQ(c.self_ns, 0);
+  EXPECT_EQ(c.total_ns, cross.dur_ns);
+  int64_t self_sum = 0, thread_sum = 0;
+  for (const KeyAverage& e : k.entries) self_sum += e.self_ns;
+  for (const ThreadTotals& th : k.threads) thread_sum += th.self_ns;
+  EXPECT_EQ(self_sum, thread_sum);
+  EXPECT_EQ(entry(k, t, "root").self_ns + entry(k, t, "meanwhile").self_ns,
+            only_event(t, "root").dur_ns);
 }
 
 TEST_F(KeyAveragesTest, GroupByThread) {

@@ -98,6 +98,11 @@ class ThreadBuffer {
   uint64_t append_mark(uint64_t ticks, std::string name) noexcept;
   uint64_t append_memory(uint64_t ticks, const MemoryRecord& rec) noexcept;
 
+  /// Counts `n` events that were produced for this buffer but not appended: the end of a range
+  /// whose begin was dropped (kDroppedSeq) is not written, yet counts like the begin did, so
+  /// that `dropped` stays in events, the unit of recorded_events. Any thread.
+  void count_dropped(uint64_t n) noexcept { dropped_.fetch_add(n, std::memory_order_relaxed); }
+
   uint32_t index() const noexcept { return index_; }
   Session* session() const noexcept { return session_; }
 
@@ -113,6 +118,9 @@ class ThreadBuffer {
     uint64_t details_base = 0;
     uint64_t strings_base = 0;
     uint64_t memory_base = 0;
+    /// Events not kept, in the unit of count_events(): appends refused at the limit (with the
+    /// ends of ranges whose begin was refused), and the events of recycled chunks (keep-newest)
+    /// except those still carried.
     uint64_t dropped = 0;
     /// Replayed before `events`: what the events of recycled chunks (keep-newest) or of the
     /// parent process (after fork) leave behind, so that the kept events keep their context:
@@ -200,6 +208,11 @@ class ThreadBuffer {
   // begins they close, closes of pre-existing frames join initial_closes_. Mirrors replay's
   // stack rules. Under mutex_; runs once per recycled chunk, never on the hot path.
   void carry_open_begins(const Chunk& chunk, size_t slots) noexcept;
+  // Events the carried state replays (one per carried begin or close), as count_events()
+  // counts them in a snapshot's `carried` (under mutex_).
+  uint64_t carried_events_locked() const noexcept {
+    return open_begins_.size() + initial_closes_.size();
+  }
 
   // A begin that outlived its chunk: the event as recorded (ticks absolute; a compact call keeps
   // its bits with delta 0; a side range's payload indexes open_details_) and its seq.
@@ -279,6 +292,8 @@ uint32_t register_compact_key(uint64_t epoch, uint64_t key) noexcept;
 
 /// Events in a snapshot's slots: a pair slot holds one or two, a base or padding slot none.
 uint64_t count_events(const std::vector<RawEvent>& slots) noexcept;
+/// count_events() of the `n` slots at `slots`.
+uint64_t count_events(const RawEvent* slots, size_t n) noexcept;
 
 /// Stops the calling thread from recording in any session until resume_thread_recording(): its
 /// current_buffer() answers null (the hook, the fallback backends and ranges then record nothing
