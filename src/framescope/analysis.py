@@ -101,8 +101,12 @@ def _async_table(rows: list[_Row], limit: int, sort_by: str) -> list[str]:
     """Ranges ended on another thread: calls and total wall time, no share of thread time."""
     if not rows or limit <= 0:
         return []
-    first = (lambda r: r.calls) if sort_by == "calls" else (lambda r: r.total_ns)
-    rows = sorted(rows, key=lambda r: (first(r), r.total_ns), reverse=True)[:limit]
+    by_calls = sort_by == "calls"
+
+    def order(r: _Row) -> tuple[int, int]:
+        return (r.calls if by_calls else r.total_ns, r.total_ns)
+
+    rows = sorted(rows, key=order, reverse=True)[:limit]
     lines = ["Ranges ended on another thread (async: not part of the thread times above)",
              f"{'calls':>10} {'total ms':>10}  name",
              f"{'-' * 10} {'-' * 10}  {'-' * 40}"]
