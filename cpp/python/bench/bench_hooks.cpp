@@ -1,5 +1,4 @@
-// cpp/python/bench/bench_hooks.cpp: the limit hooks bench/ measures framescope against (not public
-// API).
+// cpp/python/bench/bench_hooks.cpp: the limit hooks bench/ compares framescope with (not API).
 //
 // _core._noop_eval_hook(enable): a PEP 523 hook that only calls the default evaluation. Its cost
 // is that of having any frame hook installed at all (Python->Python calls are no longer inlined),

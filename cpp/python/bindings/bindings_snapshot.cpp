@@ -1,5 +1,4 @@
-// cpp/python/bindings/bindings_snapshot.cpp: the running session's events so far as a trace
-// (dump()).
+// cpp/python/bindings/bindings_snapshot.cpp: the running session's events so far, as a trace.
 #include <nanobind/nanobind.h>
 
 #include "bindings/trace_handle.h"

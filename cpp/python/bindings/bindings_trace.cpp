@@ -1,5 +1,4 @@
-// cpp/python/bindings/bindings_trace.cpp: nanobind bindings of a stored trace: stats, exports,
-// files, merge.
+// cpp/python/bindings/bindings_trace.cpp: bindings of a stored trace: stats, exports, files, merge.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>

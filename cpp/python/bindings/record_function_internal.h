@@ -1,5 +1,4 @@
-// cpp/python/bindings/record_function_internal.h: what record_function's context manager and
-// decorator share.
+// cpp/python/bindings/record_function_internal.h: what record_function's type and decorator share.
 #pragma once
 
 #include "py_compat.h"  // first: Python.h

@@ -1,5 +1,4 @@
-// cpp/python/bindings/record_function_type.cpp: framescope.record_function, a C type over
-// RecordFunction.
+// cpp/python/bindings/record_function_type.cpp: framescope.record_function, a C type.
 //
 // Written against the CPython C API directly (not nanobind): entering and leaving a range is the
 // hot path of user annotations and must stay a few hundred nanoseconds.

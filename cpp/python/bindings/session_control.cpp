@@ -1,5 +1,4 @@
-// cpp/python/bindings/session_control.cpp: profile start/stop as single C calls, marks and memory
-// samples.
+// cpp/python/bindings/session_control.cpp: start/stop as single C calls, marks, memory samples.
 //
 // A KeyboardInterrupt is raised at a bytecode boundary, so any Python code between the core's
 // start (or stop) and the profile's own bookkeeping could be cut short: a session running with

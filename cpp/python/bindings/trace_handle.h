@@ -1,5 +1,4 @@
-// cpp/python/bindings/trace_handle.h: the Python-side handle of a stored trace, safe to share by
-// threads.
+// cpp/python/bindings/trace_handle.h: the Python-side handle of a stored trace (thread-safe).
 #pragma once
 
 #include <memory>

@@ -1,5 +1,4 @@
-// cpp/python/eval_frame/eval_frame_internal.h: the eval_frame API's types and per-version frame
-// access.
+// cpp/python/eval_frame/eval_frame_internal.h: the eval_frame API's types and frame access.
 //
 // The eval_frame API only ever looks at frames that have not started running (a fresh call, or
 // on 3.10 the first resume of a generator): their argument slots hold the bound arguments and

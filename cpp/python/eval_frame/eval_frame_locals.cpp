@@ -1,5 +1,4 @@
-// cpp/python/eval_frame/eval_frame_locals.cpp: FrameLocals, the f_locals mapping guards, hooks and
-// callbacks receive.
+// cpp/python/eval_frame/eval_frame_locals.cpp: FrameLocals, the f_locals mapping guards get.
 //
 // What it holds is torch's frame locals (FrameLocalsMapping): the frame's fast locals that are
 // bound when it starts -- the arguments (*args and **kwargs included, a cell argument with its

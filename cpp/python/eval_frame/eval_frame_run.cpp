@@ -1,5 +1,4 @@
-// cpp/python/eval_frame/eval_frame_run.cpp: running a cached code object in place of an intercepted
-// frame.
+// cpp/python/eval_frame/eval_frame_run.cpp: running cached code in place of an intercepted frame.
 //
 // How (the same on 3.10-3.13): the cached code runs in a new frame made by CPython itself, by
 // calling a "shadow" function over that code with the intercepted frame's globals and closure,

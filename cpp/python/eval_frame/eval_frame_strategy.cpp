@@ -1,5 +1,4 @@
-// cpp/python/eval_frame/eval_frame_strategy.cpp: FrameAction and FrameExecStrategy, torch's exec
-// strategies.
+// cpp/python/eval_frame/eval_frame_strategy.cpp: FrameAction and FrameExecStrategy (torch's).
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
 namespace framescope::py {

@@ -1,5 +1,4 @@
-// cpp/python/eval_frame/eval_frame_types.cpp: GuardedCode, CacheEntry and the Frame view given to
-// callbacks.
+// cpp/python/eval_frame/eval_frame_types.cpp: GuardedCode, CacheEntry and the callbacks' Frame.
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
 namespace framescope::py {

@@ -1,5 +1,4 @@
-// cpp/python/integrations/term_signal.cpp: saving a followed child's trace when SIGTERM ends the
-// process.
+// cpp/python/integrations/term_signal.cpp: saving a followed child's trace when SIGTERM ends it.
 //
 // multiprocessing ends pool workers with SIGTERM (Pool.terminate(), and so `with Pool() as p:`).
 // A Python-level handler (signal.signal) cannot do this reliably: CPython runs it only when the

@@ -1,5 +1,4 @@
-// cpp/python/tracer/frame_hook.h: the single PEP 523 hook shared by the tracer and the eval_frame
-// API.
+// cpp/python/tracer/frame_hook.h: the one PEP 523 hook shared by the tracer and eval_frame API.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,4 @@
-// cpp/python/tracer/tracer.cpp: Python tracer sessions: code registration, names, labels, backend
-// switch.
+// cpp/python/tracer/tracer.cpp: tracer sessions: code registration, names, labels, backend switch.
 #include "tracer/tracer.h"
 
 #include <algorithm>

@@ -1,5 +1,4 @@
-// cpp/python/tracer/tracer.h: the Python tracer: which frames it records and how they get their
-// names.
+// cpp/python/tracer/tracer.h: the Python tracer: which frames it records, how they get names.
 #pragma once
 
 #include <atomic>

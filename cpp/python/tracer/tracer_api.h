@@ -1,5 +1,4 @@
-// cpp/python/tracer/tracer_api.h: the tracer's interface for the bindings (no CPython internals
-// here).
+// cpp/python/tracer/tracer_api.h: the tracer's interface for the bindings (no CPython internals).
 #pragma once
 
 #include <Python.h>
