@@ -4,20 +4,20 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tracer_api.h"
+#include "tracer/tracer_api.h"
 
 namespace nb = nanobind;
 
 namespace framescope::py {
 void bind_session(nb::module_& m);
-void bind_session_control(nb::module_& m);  // session_control.cpp
+void bind_session_control(nb::module_& m);  // bindings/session_control.cpp
 void bind_trace(nb::module_& m);
-void bind_analysis(nb::module_& m);  // bindings_analysis.cpp
-void bind_snapshot(nb::module_& m);  // bindings_snapshot.cpp
-void bind_trace_processes(nb::module_& m);  // bindings_processes.cpp
-bool bench_hooks_init(PyObject* module);  // bench_hooks.cpp (benchmarks)
-bool torch_ops_init(PyObject* module);    // torch_ops.cpp (profile(torch_ops=True))
-bool term_signal_init(PyObject* module);  // term_signal.cpp (framescope.follow)
+void bind_analysis(nb::module_& m);         // bindings/bindings_analysis.cpp
+void bind_snapshot(nb::module_& m);         // bindings/bindings_snapshot.cpp
+void bind_trace_processes(nb::module_& m);  // bindings/bindings_processes.cpp
+bool bench_hooks_init(PyObject* module);    // bench/bench_hooks.cpp (benchmarks)
+bool torch_ops_init(PyObject* module);      // integrations/torch_ops.cpp (profile(torch_ops=True))
+bool term_signal_init(PyObject* module);    // integrations/term_signal.cpp (framescope.follow)
 }  // namespace framescope::py
 
 NB_MODULE(_core, m) {

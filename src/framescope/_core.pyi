@@ -188,8 +188,8 @@ class Trace:
         """Raises ValueError for data that is not a serialized trace."""
 
     def merge(self, other: Trace, offset_ns: int = 0) -> None: ...
-    # process table and clocks (cpp/python/bindings_processes.cpp; used by framescope.processes,
-    # framescope.merge and framescope.follow)
+    # process table and clocks (cpp/python/bindings/bindings_processes.cpp; used by
+    # framescope.processes, framescope.merge and framescope.follow)
     def _processes(self) -> list[tuple[int, str, list[str], int, str]]:
         """(pid, name, labels, sort index, metadata JSON) per process entry."""
     def _set_process(self, pid: int, name: str, labels: list[str], sort_index: int,
@@ -219,7 +219,7 @@ class Trace:
         """(time ns, thread, address, bytes, total allocated, total reserved, device)."""
 
 
-# --- analysis (cpp/analysis, cpp/python/bindings_analysis.cpp)
+# --- analysis (cpp/analysis, cpp/python/bindings/bindings_analysis.cpp)
 
 _KeyAverageRow = tuple[
     str, str, int | None, str, list[str], int, int, int, int | None, int | None, int, int, int,
@@ -252,9 +252,9 @@ def _clock_floor_eval_hook(enable: bool) -> None:
 def _save_on_sigterm(callback: Callable[[], bool], /) -> bool:
     """On SIGTERM, calls callback() from a thread of framescope's (which records nothing) and
     ends the process by SIGTERM when it returns true; False when SIGTERM already has a handler
-    (cpp/python/term_signal.cpp, used by framescope.follow)."""
+    (cpp/python/integrations/term_signal.cpp, used by framescope.follow)."""
 
-# --- torch ops (cpp/python/torch_ops.cpp; used by framescope.torch_ops)
+# --- torch ops (cpp/python/integrations/torch_ops.cpp; used by framescope.torch_ops)
 
 def _torch_ops_attach() -> tuple[str, bool]:
     """Finds torch's RecordFunction functions in the loaded libtorch: (library path, whether
@@ -268,7 +268,7 @@ def _torch_ops_disable() -> None:
     """Removes the observer (idempotent)."""
 
 # --- eval_frame API
-# (cpp/python/eval_frame_*.cpp; public names and docs in framescope.eval_frame)
+# (cpp/python/eval_frame/; public names and docs in framescope.eval_frame)
 
 import enum
 from collections.abc import Iterator, Mapping, MutableMapping, ItemsView, KeysView, ValuesView

@@ -19,10 +19,10 @@ When a child saves: at interpreter exit (atexit, which multiprocessing's spawned
 reach through ``sys.exit``), in ``os._exit`` (forked processes end that way: the forkserver's
 workers, multiprocessing's fork children), and on SIGTERM (``Pool.terminate()``, and so
 ``with Pool() as p:``, ends idle workers with it) when the child has no SIGTERM handler of
-its own: a C handler wakes a thread of framescope's (cpp/python/term_signal.cpp) that saves,
-then lets SIGTERM end the process as before (same exit status). A child whose main thread holds
-the GIL in a long C call saves when the call returns (after 10 s it dies unsaved). SIGKILL
-loses the child's part.
+its own: a C handler wakes a thread of framescope's (cpp/python/integrations/term_signal.cpp)
+that saves, then lets SIGTERM end the process as before (same exit status). A child whose main
+thread holds the GIL in a long C call saves when the call returns (after 10 s it dies unsaved).
+SIGKILL loses the child's part.
 
 Not followed: Pythons started with ``-E``, ``-I`` or ``-S``, with an environment that drops
 these variables, or without framescope installed (another interpreter); multiprocessing's
@@ -376,9 +376,9 @@ def _save(prof: Any) -> None:
 
 
 def _on_sigterm() -> bool:
-    """Called on SIGTERM from framescope's signal thread (cpp/python/term_signal.cpp): saves,
-    and says whether the process may end now (not while the main thread is still saving: it
-    ends the process once done). That thread does not record."""
+    """Called on SIGTERM from framescope's signal thread (cpp/python/integrations/term_signal.cpp):
+    saves, and says whether the process may end now (not while the main thread is still saving:
+    it ends the process once done). That thread does not record."""
     if _child.get("finishing"):
         _child["term_pending"] = True
         return False

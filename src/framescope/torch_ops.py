@@ -24,7 +24,8 @@ from framescope import _core
 #: hand; used only when the installed torch ships no headers to check.
 VERIFIED_TORCH_VERSIONS = ("2.13",)
 
-# The declarations the extension mirrors (cpp/python/torch_ops.cpp), whitespace-normalised.
+# The declarations the extension mirrors (cpp/python/integrations/torch_ops.cpp),
+# whitespace-normalised.
 _EXPECTED_CALLBACK_MEMBERS = [
     "StartCallback start_;",
     "EndCallback end_;",

@@ -27,7 +27,7 @@ enum class EventKind : uint8_t {
   /// later: on 3.12+ a frame's locals are freed (finalizers run) before the frame hook returns.
   kPyExitEarly = 13,
   /// payload: bytes the thread allocated through Python's allocators since its previous event
-  /// (profile_memory; cpp/python/memory_hooks.h)
+  /// (profile_memory; cpp/python/tracer/memory_hooks.h)
   kAllocDelta = 14,
   // Kinds 0xC0-0xFF mark a compact pair slot (see below); they never appear as EventKind.
 };

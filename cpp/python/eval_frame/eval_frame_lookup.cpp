@@ -1,0 +1,540 @@
+// cpp/python/eval_frame/eval_frame_lookup.cpp: what happens to a frame the eval_frame API
+// intercepts: exec strategies, the guarded lookup inside a "Cache Lookup" range, the callback on a
+// miss, and running the result under the recursive action.
+//
+// Flow of a frame that has not started, on a thread whose callback is set (torch's
+// dynamo__custom_eval_frame; docs/eval_frame.md lists where framescope differs):
+//   1. the code's stored strategy: cur_action SKIP, or run-only with nothing cached -> run the
+//      frame, under the stored recursive action;
+//   2. the thread's callback is taken out (it reads as None) so that guards, hooks and the
+//      callback are never intercepted themselves;
+//   3. inside a "Cache Lookup" range: check_fn(f_locals) of each entry visible to this thread
+//      (isolation), most recent first; the first true one moves to the head. With
+//      skip_guard_eval_unsafe, the first visible entry is a hit without running any guard;
+//   4. the guard complete hook, when set and the code has entries, may turn a hit into a miss;
+//   5. a miss: with skip_guard_eval_unsafe, RuntimeError; in run-only mode (the callback is False,
+//      or the code's cur_action is RUN_ONLY) the original code runs; else
+//      callback(frame, head_entry_or_None, frame_state) returns None, a FrameExecStrategy or a
+//      GuardedCode (a new head entry); its strategy is stored for the code unless
+//      apply_to_code=False, and its recursive action applies unless the stored one is not DEFAULT;
+//   6. the callback is put back (unless set_eval_frame() was called meanwhile), then the hit or
+//      the new entry runs -- the frame itself when it caches the frame's own code, else a shadow
+//      call (eval_frame_run.cpp) -- with the thread's callback swapped for the recursive
+//      action's (SKIP: None, RUN_ONLY: False) while it runs.
+#include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
+
+#include "framescope/record_function.h"
+#include "tracer/tracer_api.h"
+
+namespace framescope::py {
+
+// Defined here, where every intercepted frame reads it: in its own translation unit a
+// thread_local is read directly, elsewhere through a check for a dynamic initializer.
+thread_local EvalThread t_eval FRAMESCOPE_TLS_IE = {nullptr, 0, nullptr, nullptr, nullptr, false};
+
+PyObject* g_guard_fail_hook = nullptr;
+PyObject* g_guard_error_hook = nullptr;
+PyObject* g_guard_complete_hook = nullptr;
+bool g_skip_guard_eval_unsafe = false;
+bool g_lookup_extras = false;
+
+namespace {
+
+// What the lookup of one frame sees of the thread's setting: whether the callback is False (taken
+// when the lookup starts, as the callback is taken out meanwhile). The isolation key and the
+// guard_errors setting are read from the thread when they are needed (guards and callbacks do not
+// change them, unless they call set_eval_frame(), whose choice then applies at once).
+struct LookupContext {
+  bool run_only;
+};
+
+// Whether `e` may be hit by this lookup. An isolated setting sees only the entries made under an
+// equal key; a shared one sees the shared entries, and in run-only mode every entry (as torch's
+// run-only mode matches every backend; a RUN_ONLY recursive action drops the isolation, see
+// run_swapped). 1 yes, 0 no, -1 error (a key's __eq__ raised).
+FRAMESCOPE_ALWAYS_INLINE int entry_visible(const CacheEntryObject* e, LookupContext lk) {
+  PyObject* key = e->isolation;
+  PyObject* mine = t_eval.isolation;  // borrowed: the thread holds it
+  if (FRAMESCOPE_LIKELY(!mine)) return lk.run_only || !key;
+  if (!key) return 0;
+  if (key == mine) return 1;
+  Py_INCREF(mine);  // __eq__ may change the thread's setting
+  int eq = PyObject_RichCompareBool(key, mine, Py_EQ);
+  Py_DECREF(mine);
+  return eq;
+}
+
+// Moves `e` to the head of the list if it is still in it. The list may have changed while guards
+// ran (another thread can run while a guard does), so the predecessor is looked up again.
+void move_to_head(EvalState* st, CacheEntryObject* e) {
+  CacheEntryObject* prev = st->head;
+  if (prev == e || !prev) return;
+  while (prev && prev->next != e) prev = prev->next;
+  if (!prev) return;
+  // References move along with the links: prev takes e's, e takes the old head's, st takes e.
+  prev->next = e->next;
+  e->next = st->head;
+  st->head = e;
+}
+
+// check_fn(f_locals) through its vectorcall slot when it has one (Python functions, most
+// builtins): PyObject_CallOneArg would look the thread state up again.
+FRAMESCOPE_ALWAYS_INLINE int call_guard(PyObject* check_fn, PyObject* locals) {
+  PyObject* r;  // new
+  PyTypeObject* type = Py_TYPE(check_fn);
+  if (PyType_HasFeature(type, Py_TPFLAGS_HAVE_VECTORCALL) && type->tp_vectorcall_offset > 0) {
+    vectorcallfunc vc = *reinterpret_cast<vectorcallfunc*>(reinterpret_cast<char*>(check_fn) +
+                                                           type->tp_vectorcall_offset);
+    PyObject* args[2] = {nullptr, locals};
+    r = vc ? vc(check_fn, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr)
+           : PyObject_CallOneArg(check_fn, locals);
+    if (!r && !PyErr_Occurred()) {
+      PyErr_Format(PyExc_SystemError, "guard %R returned NULL without setting an exception",
+                   check_fn);
+    }
+  } else {
+    r = PyObject_CallOneArg(check_fn, locals);
+  }
+  if (!r) return -1;
+  int ok = r == Py_True ? 1 : r == Py_False ? 0 : PyObject_IsTrue(r);
+  Py_DECREF(r);
+  return ok;
+}
+
+// hook(check_fn, code, f_locals, index, is_last), as Dynamo calls its guard hooks. `index` is
+// the entry's position in the code's list, `is_last` whether it is the list's last entry.
+int call_guard_hook(PyObject* hook, PyObject* check_fn, CacheEntryObject* e, PyObject* locals,
+                    Py_ssize_t index) {
+  PyObject* hook_ref = Py_NewRef(hook);  // the hook may replace itself
+  PyObject* code = Py_NewRef(e->code ? e->code : Py_None);
+  PyObject* idx = PyLong_FromSsize_t(index);
+  PyObject* r = nullptr;
+  if (idx) {
+    PyObject* args[5] = {check_fn, code, locals, idx, e->next ? Py_False : Py_True};
+    r = PyObject_Vectorcall(hook_ref, args, 5, nullptr);
+  }
+  Py_XDECREF(idx);
+  Py_DECREF(code);
+  Py_DECREF(hook_ref);
+  if (!r) return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
+// A guard raised (its exception is set). The error hook is told; then with guard_errors="raise"
+// the guard's exception stands (-1), with "fail" it is dropped and the guard counts as one that
+// did not hold (0). An exception from the hook wins either way (-1), with the guard's as its
+// __context__.
+FRAMESCOPE_NOINLINE int handle_guard_error(PyObject* check_fn, CacheEntryObject* e,
+                                           PyObject* locals, Py_ssize_t index, bool fail) {
+  PendingError guard_error;
+  guard_error.take();
+  if (g_guard_error_hook && call_guard_hook(g_guard_error_hook, check_fn, e, locals, index) < 0) {
+    PendingError hook_error;
+    hook_error.take();
+    if (hook_error.value() && guard_error.value() && hook_error.value() != guard_error.value()) {
+      PyException_SetContext(hook_error.value(), Py_NewRef(guard_error.value()));
+    }
+    guard_error.drop();
+    hook_error.restore();
+    return -1;
+  }
+  if (fail) {
+    guard_error.drop();
+    return 0;
+  }
+  guard_error.restore();
+  return -1;
+}
+
+// skip_guard_eval_unsafe: the first visible entry (the most recently hit one) is a hit, no guard
+// runs. Same results as walk_entries.
+FRAMESCOPE_NOINLINE int first_visible_entry(EvalState* st, LookupContext lk,
+                                            CacheEntryObject** hit) {
+  CacheEntryObject* e = st->head;
+  Py_XINCREF(e);
+  while (e && !st->detached) {
+    int visible = entry_visible(e, lk);  // may run a key's __eq__
+    if (visible < 0) {
+      Py_DECREF(e);
+      return -1;
+    }
+    if (visible && e->code && !st->detached) {
+      move_to_head(st, e);
+      *hit = e;
+      return 1;
+    }
+    CacheEntryObject* next = e->next;
+    Py_XINCREF(next);
+    Py_DECREF(e);
+    e = next;
+  }
+  Py_XDECREF(e);
+  return 0;
+}
+
+// Runs the guards of the visible entries in order. 1: hit (*hit is a new reference, moved to the
+// head), 0: miss (also when the state was reset meanwhile), -1: error. *locals_out gets the
+// f_locals view the guards saw (new reference), if one was made.
+FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupContext lk,
+                                          PyObject** locals_out, CacheEntryObject** hit) {
+  PyObject* locals = acquire_frame_locals(frame);  // new
+  if (!locals) return -1;
+  *locals_out = locals;
+  Py_ssize_t index = 0;
+  CacheEntryObject* e = st->head;
+  Py_XINCREF(e);
+  while (e) {
+    int visible = entry_visible(e, lk);
+    if (visible < 0) {
+      Py_DECREF(e);
+      return -1;
+    }
+    if (visible) {
+      // Held across the call: the guard may reset the code, dropping the entry's references.
+      PyObject* check_fn = Py_XNewRef(e->check_fn);
+      if (!check_fn) break;
+      int ok = call_guard(check_fn, locals);
+      const bool raised = ok < 0;
+      if (raised &&
+          (ok = handle_guard_error(check_fn, e, locals, index, t_eval.guard_errors_fail)) < 0) {
+        Py_DECREF(check_fn);
+        Py_DECREF(e);
+        return -1;
+      }
+      if (st->detached) {
+        Py_DECREF(check_fn);
+        break;
+      }
+      if (ok) {
+        Py_DECREF(check_fn);
+        move_to_head(st, e);
+        *hit = e;
+        return 1;
+      }
+      if (!raised && g_guard_fail_hook &&
+          call_guard_hook(g_guard_fail_hook, check_fn, e, locals, index) < 0) {
+        Py_DECREF(check_fn);
+        Py_DECREF(e);
+        return -1;
+      }
+      Py_DECREF(check_fn);
+    } else if (st->detached) {
+      break;
+    }
+    CacheEntryObject* next = e->next;
+    Py_XINCREF(next);
+    Py_DECREF(e);
+    e = next;
+    ++index;
+  }
+  Py_XDECREF(e);
+  return 0;
+}
+
+// The guard complete hook, called after the lookup of a code that has entries: hook(cache_hit).
+// A false result turns a hit into a miss. Returns the lookup's new result (1 hit, 0 miss, -1
+// error), releasing *hit when it is no longer one.
+int complete_lookup(PyCodeObject* code, int found, CacheEntryObject** hit) {
+  EvalState* cur = existing_state(code);
+  if (!cur || !cur->head) return found;
+  PyObject* hook = Py_NewRef(g_guard_complete_hook);  // the hook may replace itself
+  PyObject* r = PyObject_CallOneArg(hook, found > 0 ? Py_True : Py_False);
+  Py_DECREF(hook);
+  int keep = -1;
+  if (r) {
+    keep = PyObject_IsTrue(r);
+    Py_DECREF(r);
+  }
+  if (found > 0 && keep <= 0) Py_CLEAR(*hit);
+  return keep < 0 ? -1 : found > 0 && keep ? 1 : 0;
+}
+
+// The lookup when skip_guard_eval_unsafe or a guard complete hook is set (g_lookup_extras): out
+// of the common path, which then tests one flag. Same results as walk_entries.
+FRAMESCOPE_NOINLINE int lookup_with_extras(EvalState* st, PyCodeObject* code, FsFrame* frame,
+                                           LookupContext lk, PyObject** locals_out,
+                                           CacheEntryObject** hit) {
+  int found = 0;
+  {
+    RecordFunction range("Cache Lookup");
+    if (st->head) {
+      found = g_skip_guard_eval_unsafe ? first_visible_entry(st, lk, hit)
+                                       : walk_entries(st, frame, lk, locals_out, hit);
+    }
+  }
+  if (g_guard_complete_hook && found >= 0) found = complete_lookup(code, found, hit);
+  return found;
+}
+
+enum class Plan : uint8_t { kError, kRunFrame, kRunEntry };
+
+// What the callback decided, read from its return value: None (skip this code from now on, as
+// torch's default ConvertFrameReturn), a FrameExecStrategy, or a GuardedCode.
+struct Decision {
+  ExecStrategy strategy{kActionSkip, kActionDefault};
+  bool apply_to_code = true;
+  GuardedCodeObject* guarded = nullptr;  // borrowed from the return value
+};
+
+bool read_decision(PyObject* r, Decision* d) {
+  if (r == Py_None) return true;
+  if (PyObject_TypeCheck(r, &g_guarded_code_type)) {
+    d->guarded = reinterpret_cast<GuardedCodeObject*>(r);
+    d->strategy = d->guarded->has_strategy ? d->guarded->strategy : ExecStrategy{};
+    d->apply_to_code = d->guarded->has_strategy ? d->guarded->apply_to_code : true;
+    return true;
+  }
+  if (PyObject_TypeCheck(r, &g_exec_strategy_type)) {
+    auto* s = reinterpret_cast<FrameExecStrategyObject*>(r);
+    d->strategy = s->strategy;
+    d->apply_to_code = s->apply_to_code;
+    return true;
+  }
+  PyErr_Format(PyExc_TypeError,
+               "eval_frame callback must return None, a GuardedCode or a FrameExecStrategy, not "
+               "%.100s",
+               Py_TYPE(r)->tp_name);
+  return false;
+}
+
+// A miss with a callable callback. `*st` (held) may be swapped for the code's fresh state when
+// the code was reset meanwhile. On kRunEntry, *hit is a new reference to the new entry.
+// *recursive becomes the decision's recursive action unless the stored one was not DEFAULT.
+FRAMESCOPE_NOINLINE Plan call_callback(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
+                                       EvalState** st, PyObject* callback, ExecStrategy stored,
+                                       uint8_t* recursive, PyObject** locals,
+                                       CacheEntryObject** hit) {
+  if ((*st)->detached) {
+    EvalState* fresh = state_for(code);
+    if (!fresh) return Plan::kError;
+    ++fresh->refs;
+    release_state(*st);
+    *st = fresh;
+  }
+  EvalState* s = *st;
+  if (!s->frame_state && !(s->frame_state = PyDict_New())) return Plan::kError;
+  if (!*locals && !(*locals = acquire_frame_locals(frame))) return Plan::kError;
+  PyObject* head = Py_NewRef(s->head ? reinterpret_cast<PyObject*>(s->head) : Py_None);
+  PyObject* frame_state = Py_NewRef(s->frame_state);
+  PyObject* wrapper = new_eval_frame(ts, frame, *locals);  // new
+  PyObject* r = nullptr;
+  if (wrapper) {
+    PyObject* args[3] = {wrapper, head, frame_state};
+    r = PyObject_Vectorcall(callback, args, 3, nullptr);
+    expire_eval_frame(wrapper);
+    Py_DECREF(wrapper);
+  }
+  Py_DECREF(head);
+  Py_DECREF(frame_state);
+  if (!r) return Plan::kError;
+
+  // The callback may have reset this code: what it returns goes to the code's current state.
+  Plan plan = Plan::kError;
+  Decision d;
+  CacheEntryObject* e = nullptr;  // new
+  if (read_decision(r, &d) &&
+      (!d.guarded ||
+       (e = new_cache_entry(code, d.guarded->code, d.guarded->check_fn, t_eval.isolation)))) {
+    if (EvalState* cur = state_for(code)) {
+      if (stored.recursive == kActionDefault) *recursive = d.strategy.recursive;
+      if (d.apply_to_code) cur->strategy = d.strategy;
+      if (e) {
+        e->next = cur->head;  // the list's reference moves to e
+        cur->head = e;
+        *hit = reinterpret_cast<CacheEntryObject*>(Py_NewRef(e));
+        e = nullptr;
+        plan = Plan::kRunEntry;
+      } else {
+        plan = Plan::kRunFrame;
+      }
+    }
+  }
+  Py_XDECREF(e);
+  Py_DECREF(r);
+  return plan;
+}
+
+// Outcome::action of a lookup that failed (an exception is set).
+constexpr uint8_t kFailed = 0xff;
+
+// What to do with an intercepted frame, returned in two registers: run the frame (entry null)
+// or the entry on it, with `action` for the frames it calls; or fail.
+struct Outcome {
+  CacheEntryObject* entry;  ///< a new reference to the entry to run, or null
+  uint8_t action;           ///< a FrameAction for the frames the frame calls, or kFailed
+};
+
+// The lookup (and callback) of an intercepted frame. Out of line so that the C stack the frame
+// keeps while it runs (deep recursion) holds none of this. kRunEntry never comes with an entry
+// caching the frame's own code: that is kRunFrame.
+FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
+                                      EvalState* st) {
+  HookThread& h = t_hook;  // one TLS access (t_hook is defined in another translation unit)
+  // c_stack_nearly_exhausted() starts with this test of the hook's check line; made here, the
+  // common case costs no call.
+  char marker;
+  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below) &&
+      c_stack_nearly_exhausted()) {
+    PyErr_SetString(PyExc_RecursionError,
+                    "maximum recursion depth exceeded (framescope: the C stack is nearly exhausted "
+                    "by frames intercepted by the eval_frame API)");
+    return {nullptr, kFailed};
+  }
+  if (!st && !(st = state_for(code))) return {nullptr, kFailed};
+  ++st->refs;
+  // No re-entry: the callback is taken out of the thread (it reads as None) while guards, hooks
+  // and the callback run; this holds its reference meanwhile.
+  PyObject* callback = h.eval_callback;
+  h.eval_callback = nullptr;
+  const uint64_t generation = t_eval.generation;
+  const LookupContext lk{callback == Py_False};
+
+  PyObject* locals = nullptr;
+  CacheEntryObject* hit = nullptr;
+  int found = 0;
+  if (FRAMESCOPE_LIKELY(!g_lookup_extras)) {
+    RecordFunction range("Cache Lookup");
+    if (st->head) found = walk_entries(st, frame, lk, &locals, &hit);
+  } else {
+    found = lookup_with_extras(st, code, frame, lk, &locals, &hit);
+  }
+  // Read after the guards (which rarely change it): a reset meanwhile leaves it in the old state.
+  const ExecStrategy stored = st->strategy;
+  uint8_t recursive = stored.recursive;
+  Plan plan = found > 0 ? Plan::kRunEntry : Plan::kError;
+  if (found == 0) {
+    if (g_skip_guard_eval_unsafe) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "Recompilation triggered with skip_guard_eval_unsafe set: no cached entry of "
+                   "%R can run (framescope.eval_frame.set_skip_guard_eval_unsafe(False) lets the "
+                   "callback be called again)",
+                   reinterpret_cast<PyObject*>(code));
+    } else if (lk.run_only || stored.cur == kActionRunOnly) {
+      plan = Plan::kRunFrame;
+    } else {
+      plan = call_callback(ts, frame, code, &st, callback, stored, &recursive, &locals, &hit);
+    }
+  }
+
+  if (t_eval.generation == generation) {
+    h.eval_callback = callback;  // nested frames of the code run are intercepted again
+  } else {
+    Py_DECREF(callback);  // set_eval_frame() ran meanwhile: its choice stands
+  }
+  if (locals) release_frame_locals(locals);
+  release_state(st);
+  if (plan == Plan::kError) return {nullptr, kFailed};
+  if (plan == Plan::kRunEntry && hit->same_code) {
+    Py_DECREF(hit);
+    return {nullptr, recursive};
+  }
+  return {plan == Plan::kRunEntry ? hit : nullptr, recursive};
+}
+
+// Runs the frame (or `entry` on it) with the thread's setting swapped for what the recursive
+// action says every frame it calls does: SKIP -> callback None; RUN_ONLY -> False without
+// isolation, so that, as in torch (whose run-only mode matches every backend), the callees' hits
+// may run any entry. Afterwards the setting is put back, unless set_eval_frame() was called on
+// this thread meanwhile (then that choice stands; torch puts its callback back regardless).
+FRAMESCOPE_NOINLINE PyObject* run_swapped(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                          uint8_t action, CacheEntryObject* entry) {
+  PyObject* replacement = action == kActionSkip ? nullptr : Py_False;
+  PyObject* saved = t_hook.eval_callback;  // the thread's reference: ours while the frame runs
+  if (saved == replacement && (!replacement || !t_eval.isolation)) {
+    return entry ? run_entry_code(ts, frame, entry, saved != nullptr)
+                 : run_frame(ts, frame, throwflag);
+  }
+  PyObject* saved_isolation = replacement ? t_eval.isolation : nullptr;  // moved here too
+  if (replacement) t_eval.isolation = nullptr;
+  const uint64_t generation = t_eval.generation;
+  t_hook.eval_callback = Py_XNewRef(replacement);
+  PyObject* result = entry ? run_entry_code(ts, frame, entry, replacement != nullptr)
+                           : run_frame(ts, frame, throwflag);
+  if (t_eval.generation == generation) {
+    PyObject* current = t_hook.eval_callback;
+    t_hook.eval_callback = saved;
+    if (replacement) t_eval.isolation = saved_isolation;
+    Py_XDECREF(current);
+  } else {
+    Py_XDECREF(saved);
+    Py_XDECREF(saved_isolation);
+  }
+  return result;
+}
+
+// Runs the frame, or `entry` (borrowed, may be null) on it, under `action` for its callees.
+FRAMESCOPE_ALWAYS_INLINE PyObject* run_under(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                             uint8_t action, CacheEntryObject* entry) {
+  if (FRAMESCOPE_LIKELY(action == kActionDefault)) {
+    return entry ? run_entry_code(ts, frame, entry, true) : run_frame(ts, frame, throwflag);
+  }
+  return run_swapped(ts, frame, throwflag, action, entry);
+}
+
+// Intercepts a fresh frame and runs what the lookup (or the callback) decided.
+FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame* frame,
+                                                     PyCodeObject* code, EvalState* st) {
+  const Outcome o = intercept(ts, frame, code, st);
+  PyObject* result;
+  if (FRAMESCOPE_LIKELY(o.action == kActionDefault)) {
+    if (!o.entry) return run_frame(ts, frame, 0);
+    result = run_entry_code(ts, frame, o.entry, true);
+  } else if (o.action == kFailed) {
+    return fail_unstarted_frame(ts, frame);
+  } else {
+    result = run_swapped(ts, frame, 0, o.action, o.entry);
+  }
+  Py_XDECREF(o.entry);
+  return result;
+}
+
+// A fresh frame of a code whose stored strategy is not (DEFAULT, DEFAULT): out of the common path.
+FRAMESCOPE_NOINLINE PyObject* eval_with_strategy(PyThreadState* ts, FsFrame* frame,
+                                                 PyCodeObject* code, EvalState* st) {
+  const ExecStrategy s = st->strategy;
+  if (s.cur == kActionSkip ||
+      (!st->head && (s.cur == kActionRunOnly || t_hook.eval_callback == Py_False))) {
+    return run_under(ts, frame, 0, s.recursive, nullptr);
+  }
+  return intercept_and_run(ts, frame, code, st);
+}
+
+// A generator resumed (or thrown into), or a frame run while tracing: it runs as it is, under its
+// code's recursive action (so that the action covers everything a generator calls).
+FRAMESCOPE_NOINLINE PyObject* eval_started_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  EvalState* st = existing_state(frame_code(frame));
+  if (st && st->strategy.recursive != kActionDefault && !thread_is_tracing(ts)) {
+    return run_swapped(ts, frame, throwflag, st->strategy.recursive, nullptr);
+  }
+  return run_frame(ts, frame, throwflag);
+}
+
+}  // namespace
+
+PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  EvalThread& t = t_eval;
+  if (FRAMESCOPE_UNLIKELY(t.bypass_code != nullptr) &&
+      reinterpret_cast<PyObject*>(frame_code(frame)) == t.bypass_code && !throwflag &&
+      !frame_started(frame)) {
+    t.bypass_code = nullptr;  // the shadow call of a cached entry: already looked up
+    return run_frame(ts, frame, throwflag);
+  }
+  // Generators are offered once per call: never on a resume, throw() or close().
+  if (throwflag || frame_started(frame) || thread_is_tracing(ts)) {
+    return eval_started_frame(ts, frame, throwflag);
+  }
+  PyCodeObject* code = frame_code(frame);
+  EvalState* st = existing_state(code);
+  if (st) {
+    if (FRAMESCOPE_UNLIKELY((st->strategy.cur | st->strategy.recursive) != kActionDefault)) {
+      return eval_with_strategy(ts, frame, code, st);
+    }
+    if (!st->head && t_hook.eval_callback == Py_False) return run_frame(ts, frame, 0);
+  } else if (t_hook.eval_callback == Py_False) {
+    return run_frame(ts, frame, 0);
+  }
+  return intercept_and_run(ts, frame, code, st);
+}
+
+}  // namespace framescope::py

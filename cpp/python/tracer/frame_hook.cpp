@@ -1,0 +1,429 @@
+// cpp/python/tracer/frame_hook.cpp: installing, chaining and running the PEP 523 frame hook.
+#include "tracer/frame_hook.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <cstdio>
+
+#include "framescope/clock.h"
+#include "framescope/internal/thread_buffer.h"
+#include "stack_segments.h"
+#include "tracer/initial_frames.h"
+#include "tracer/memory_hooks.h"
+#include "tracer/tracer.h"
+#include "tracer/tracer_api.h"
+
+namespace framescope::py {
+
+thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, nullptr, 0, 0, 0};
+EvalFrameFunction g_previous_eval = nullptr;
+
+namespace {
+
+unsigned g_hook_users = 0;  // GIL-protected
+
+// The hook comes in two variants, chosen when it is installed (hook_set_memory_variant): the
+// memory variant (profile_memory) also writes the thread's Python allocations counted since its
+// last event before each call and return it records (memory_hooks.h). A template parameter, so
+// that the plain variant's hot path is exactly what it is without memory profiling.
+template <bool kMemory>
+PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag);
+EvalFrameFunction g_installed_eval = framescope_eval_frame<false>;  // the variant to install
+
+bool is_our_eval(EvalFrameFunction f) {
+  return f == framescope_eval_frame<false> || f == framescope_eval_frame<true>;
+}
+
+PyInterpreterState* interp() { return PyInterpreterState_Get(); }
+
+// Stack room (bytes) the hook keeps free below the deepest frame it lets run: enough for the
+// interpreter, an exception, a traceback and a callback to run and unwind.
+constexpr uint64_t kHardReserve = 256 * 1024;
+
+// Deep stacks. With a frame hook installed every Python->Python call recurses in C (on 3.10 it
+// always does), so a recursion that plain Python runs would exhaust the C stack. A frame that
+// starts below the thread's check line takes the slow path, which, in this order:
+//  1. continues on a fresh stack segment (cpp/core/stack_segments.h) once less than kCheckRoom
+//     is left, up to the per-thread budget: the program runs as it does without framescope, on
+//     every version, and the tracer keeps its backend;
+//  2. on 3.11+, when the tracer is the hook's only user, hands new frames to the fallback
+//     backend, whose calls the interpreter inlines again (no C stack per Python call), at half
+//     the thread's stack, so that C recursion below the Python frames keeps room;
+//  3. refuses frames within kHardReserve of the end with RecursionError (never a crash).
+// The check line starts where step 2 would act; the first frame past it lowers it to kCheckRoom
+// while segments are usable.
+constexpr uint64_t kCheckRoom = 2 * kHardReserve;
+
+constexpr bool kTracerSwitchesOnDeepStacks = FS_PY311;
+
+// Where the check line starts on a thread's own stack of `size` bytes: half the stack, leaving at
+// least 1 MiB, on 3.11+ (see step 2); kCheckRoom on 3.10, where every Python call recurses in C
+// with or without a hook, so switching backends would not save stack.
+uint64_t initial_check_room(uint64_t size) {
+  if (!kTracerSwitchesOnDeepStacks) return kCheckRoom;
+  const uint64_t leave = uint64_t(1) << 20;
+  return size / 2 > leave ? size / 2 : leave;
+}
+
+// Segments can be used now. Not once greenlet is imported: it switches between greenlets by
+// copying the stack between a greenlet's start and stop addresses, assuming one contiguous stack
+// per thread, and aborts ("slp_switch failed") when a switch spans a segment and the thread's
+// stack. Needs the GIL.
+bool segments_usable() {
+  if (!internal::stack_segments_supported() || internal::stack_segment_budget() == 0) {
+    return false;
+  }
+  PyObject* modules = PyImport_GetModuleDict();  // borrowed
+  return !modules || !PyDict_GetItemString(modules, "greenlet");
+}
+
+// Sets the hook's view of the stack it runs on, whose lowest usable address is `low`.
+void set_stack_bounds(HookThread& h, uintptr_t low, uint64_t check_room) {
+  h.stack_low = low;
+  h.stack_check_below = low + check_room;
+}
+
+// Computes this thread's stack bounds once. pthread_getattr_np reports the main thread's stack
+// from RLIMIT_STACK (it grows on demand up to that), other threads' from their attributes. The
+// slow path then runs only for frames past the check line.
+void learn_stack(HookThread& h) {
+  pthread_attr_t attr;
+  void* addr = nullptr;
+  size_t size = 0;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &addr, &size);
+    pthread_attr_destroy(&attr);
+  }
+  if (!addr || size < 4 * kHardReserve) {
+    // Unknown or tiny stack: never take the slow path again (CPython's own limits apply).
+    h.stack_low = 0;
+    h.stack_check_below = 0;
+    return;
+  }
+  set_stack_bounds(h, reinterpret_cast<uintptr_t>(addr), initial_check_room(size));
+}
+
+// True when `here` lies below the thread's check line (so the stack is deep), learning the
+// thread's stack bounds on first use. False when the bounds are unknown.
+bool below_check_line(HookThread& h, uintptr_t here) {
+  if (h.stack_check_below == UINTPTR_MAX) learn_stack(h);
+  return h.stack_low && here < h.stack_check_below;
+}
+
+// Calls the function we chain to; the real C stack is guarded by the hook's deep-stack path.
+FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  return eval_hooked_frame(g_previous_eval, ts, frame, throwflag);
+}
+
+// Records the call of `frame` (8 bytes when the code has a compact index, else a 16-byte
+// kPyCall through register_code()). False when nothing was recorded: the call is not part of the
+// trace (a generator's creation on 3.11+) or its code could not be registered. The memory
+// variant first writes the thread's allocations counted since its previous event.
+template <bool kMemory>
+FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCodeObject* code,
+                                          FsFrame* frame) {
+  if (const uint64_t compact = fast_compact_call(code); FRAMESCOPE_LIKELY(compact != 0)) {
+    const uint64_t ticks = now_ticks();
+    if (kMemory) flush_allocations(buffer, ticks);
+    buffer->append_compact(ticks, compact);
+    return true;
+  }
+  const uint64_t ticks = now_ticks();  // the call's time, not the end of its registration
+  const uint64_t key = register_code(code, frame);
+  if (FRAMESCOPE_UNLIKELY(!key)) return false;
+  if (kMemory) flush_allocations(buffer, ticks);
+  buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
+  return true;
+}
+
+// Records the return of a frame whose call went to `buffer`.
+template <bool kMemory>
+FRAMESCOPE_ALWAYS_INLINE void record_return(internal::ThreadBuffer* buffer) {
+  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_exits)) {
+    // Re-read the buffer: the session may have stopped inside this frame.
+    if (internal::ThreadBuffer* b = internal::current_buffer(); FRAMESCOPE_LIKELY(b == buffer)) {
+      const uint64_t ticks = now_ticks();
+      if (kMemory) flush_allocations(b, ticks);
+      b->append_compact(ticks, internal::kCompactReturnBits);
+    }
+  }
+}
+
+#if FS_PY312
+// A call while the thread runs no Python frame of the innermost evaluation: 3.12+ free a
+// returning frame's locals (running finalizers and weakref callbacks) after unlinking it, inside
+// the default evaluation, so before the hook records that frame's return. CPython's own hooks
+// saw it return before: record that here, so that these calls follow it, as calls of its caller.
+// Replay closes the innermost Python slice at this event and ignores its late return event.
+template <bool kMemory>
+FRAMESCOPE_NOINLINE void record_exit_before_cleanup(internal::ThreadBuffer* buffer) {
+  const uint64_t ticks = now_ticks();
+  if (kMemory) flush_allocations(buffer, ticks);
+  buffer->append(ticks, internal::pack_word(internal::EventKind::kPyExitEarly, 0));
+}
+#endif
+
+// A call at hook depth 0: made from a frame that was running before the session (or from C with
+// no hooked frame open). Records an anchor (the caller, for replay to close the frames from the
+// start that ended unseen) and, on 3.10/3.11, takes the initial-frame watch off the thread while
+// the call runs (initial_frames.h). Out of line: the hot path pays only the depth test.
+template <bool kMemory>
+FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* frame,
+                                                    int throwflag, HookThread& h,
+                                                    internal::ThreadBuffer* buffer) {
+  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+    return chain(ts, frame, throwflag);  // never runs: not a call of the trace
+  }
+  PyCodeObject* code = frame_code(frame);
+  const uint64_t ticks = now_ticks();
+  const uint64_t compact = fast_compact_call(code);
+  const uint64_t key = compact ? 0 : register_code(code, frame);
+  if (!compact && !key) return chain(ts, frame, throwflag);  // not part of the trace
+  record_anchor(ts, h, buffer, ticks);
+#if !FS_PY312
+  const bool paused = initial_watch_pause(ts);
+#endif
+  if (kMemory) flush_allocations(buffer, ticks);
+  if (compact) {
+    buffer->append_compact(ticks, compact);
+  } else {
+    buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
+  }
+  ++h.depth;
+  PyObject* result = chain(ts, frame, throwflag);
+  --h.depth;
+  record_return<kMemory>(buffer);
+#if !FS_PY312
+  if (paused) initial_watch_resume(ts);
+#endif
+  return result;
+}
+
+// The hook's recording path. The plain variant (kMemory false) is the same code as without
+// memory profiling; the memory variant writes the thread's counted allocations before each
+// call and return it records (memory_hooks.h).
+template <bool kMemory>
+FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                               HookThread& h) {
+  internal::ThreadBuffer* buffer = internal::current_buffer();
+  if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);
+  if (FRAMESCOPE_UNLIKELY(h.depth == 0)) {
+    return traced_eval_outermost<kMemory>(ts, frame, throwflag, h, buffer);
+  }
+  // A frame that fails the recursion check never runs: not a call of the trace.
+  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+    return chain(ts, frame, throwflag);
+  }
+#if FS_PY312
+  if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {
+    record_exit_before_cleanup<kMemory>(buffer);
+  }
+#endif
+  if (FRAMESCOPE_UNLIKELY(!record_call<kMemory>(buffer, frame_code(frame), frame))) {
+    return chain(ts, frame, throwflag);
+  }
+  ++h.depth;
+  PyObject* result = chain(ts, frame, throwflag);
+  --h.depth;
+  record_return<kMemory>(buffer);
+  return result;
+}
+
+// The frame as the interpreter would run it without the eval_frame API: recorded when the
+// tracer records, then chained (run_frame() and dispatch_frame() share it).
+template <bool kMemory>
+FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                                   HookThread& h) {
+  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) {
+    return traced_eval<kMemory>(ts, frame, throwflag, h);
+  }
+  return chain(ts, frame, throwflag);
+}
+
+// What the hook does with a frame once the stack has room: the eval_frame API's interception,
+// the tracer's recording, or a plain chain. Inlined into the hook so that a traced call costs
+// one C frame.
+template <bool kMemory>
+FRAMESCOPE_ALWAYS_INLINE PyObject* dispatch_frame(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                                  HookThread& h) {
+  if (FRAMESCOPE_UNLIKELY(h.eval_callback != nullptr)) return eval_api_frame(ts, frame, throwflag);
+  return record_or_chain<kMemory>(ts, frame, throwflag, h);
+}
+
+struct SegmentCall {
+  PyThreadState* ts;
+  FsFrame* frame;
+  int throwflag;
+  PyObject* result;
+};
+
+void run_segment_call(void* p) {
+  auto* call = static_cast<SegmentCall*>(p);
+  call->result = g_memory_tracking
+                     ? dispatch_frame<true>(call->ts, call->frame, call->throwflag, t_hook)
+                     : dispatch_frame<false>(call->ts, call->frame, call->throwflag, t_hook);
+}
+
+// Runs the frame on `segment`. The thread state, the GIL and CPython's own counters are not
+// tied to the stack, so the frame runs as it would on the thread's stack; the hook's bounds
+// follow it there and back.
+PyObject* eval_on_segment(PyThreadState* ts, FsFrame* frame, int throwflag, HookThread& h,
+                          const internal::StackSegment& segment) {
+  const uintptr_t saved_low = h.stack_low;
+  const uintptr_t saved_check = h.stack_check_below;
+  set_stack_bounds(h, segment.low, kCheckRoom);
+  ++h.stack_segment_level;
+  SegmentCall call{ts, frame, throwflag, nullptr};
+  internal::call_on_stack_segment(segment, run_segment_call, &call);
+  --h.stack_segment_level;
+  // Keep the segment just left for the next time the recursion goes this deep; drop deeper ones.
+  internal::release_stack_segments_above(h.stack_segment_level);
+  h.stack_low = saved_low;
+  h.stack_check_below = saved_check;
+  return call.result;
+}
+
+// The hook's slow path for a frame that starts below the check line (or a thread's first
+// frame): see "Deep stacks" above. Returns true with *result set when it ran (or refused) the
+// frame, false when the caller should run it here as usual.
+FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
+                                         uintptr_t here, PyObject** result) {
+  HookThread& h = t_hook;
+  if (!below_check_line(h, here)) return false;
+  const uint64_t remaining = here - h.stack_low;
+  if (segments_usable()) {
+    if (remaining > kCheckRoom) {
+      h.stack_check_below = h.stack_low + kCheckRoom;  // segments take over near the end
+      return false;
+    }
+    internal::StackSegment segment;
+    if (internal::acquire_stack_segment(h.stack_segment_level, &segment)) {
+      *result = eval_on_segment(ts, frame, throwflag, h, segment);
+      return true;
+    }
+  }
+  if (kTracerSwitchesOnDeepStacks && remaining > kHardReserve && g_tracer.hook_records_frames &&
+      tracer_switch_to_fallback("deep recursion beyond the stack segment budget")) {
+    return false;
+  }
+  if (remaining > kHardReserve) return false;
+  *result = refuse_frame(ts, frame,
+                         "maximum recursion depth exceeded (framescope: the C stack is nearly "
+                         "exhausted by frames evaluated through the PEP 523 hook)");
+  return true;
+}
+
+template <bool kMemory>
+PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  HookThread& h = t_hook;
+  char marker;
+  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
+    PyObject* result;
+    if (deep_stack_eval(ts, frame, throwflag, reinterpret_cast<uintptr_t>(&marker), &result)) {
+      return result;
+    }
+  }
+  return dispatch_frame<kMemory>(ts, frame, throwflag, h);
+}
+
+}  // namespace
+
+void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buffer,
+                   uint64_t ticks) {
+  const void* caller = current_frame_address(ts);
+  // Per session: the thread state outlives sessions, and a caller at the same address in a
+  // later session may be another frame, or the same one with other frames above it.
+  if (caller != h.last_anchor || h.anchor_epoch != buffer->epoch) {
+    h.last_anchor = caller;
+    h.anchor_epoch = buffer->epoch;
+    buffer->append(ticks, internal::pack_word(internal::EventKind::kPyAnchor,
+                                              reinterpret_cast<uint64_t>(caller)));
+  }
+}
+
+void anchor_outermost_range() {
+  HookThread& h = t_hook;
+  if (h.depth != 0 || !g_tracer.hook_records_frames) return;
+  if (internal::ThreadBuffer* buffer = internal::current_buffer()) {
+    record_anchor(PyThreadState_Get(), h, buffer, now_ticks());
+  }
+}
+
+bool c_stack_nearly_exhausted() {
+  HookThread& h = t_hook;
+  char marker;
+  uintptr_t here = reinterpret_cast<uintptr_t>(&marker);
+  if (FRAMESCOPE_LIKELY(here >= h.stack_check_below)) return false;
+  return below_check_line(h, here) && here - h.stack_low <= kHardReserve;
+}
+
+PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  return g_memory_tracking ? record_or_chain<true>(ts, frame, throwflag, t_hook)
+                            : record_or_chain<false>(ts, frame, throwflag, t_hook);
+}
+
+PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {
+  // Returning null without evaluating would leave the frame to us to clear and pop, which needs
+  // CPython internals that are not exported. Evaluating it with throwflag=1 and the exception
+  // set makes the default evaluation unwind it at once, cleaning up like any raising frame.
+  PyErr_SetString(PyExc_RecursionError, why);
+  return g_previous_eval(ts, frame, 1);
+}
+
+void prepare_hook_thread() {
+  if (t_hook.stack_check_below == UINTPTR_MAX) learn_stack(t_hook);
+}
+
+void hook_acquire(HookUser user) {
+  prepare_hook_thread();
+  if (g_hook_users == 0) {
+    EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());
+    if (!is_our_eval(current)) {
+      g_previous_eval = current;
+      _PyInterpreterState_SetEvalFrameFunc(interp(), g_installed_eval);
+    } else if (!g_previous_eval) {
+      g_previous_eval = _PyEval_EvalFrameDefault;
+    }
+  }
+  g_hook_users |= user;
+}
+
+void hook_release(HookUser user) {
+  if (!(g_hook_users & user)) return;
+  g_hook_users &= ~user;
+  if (g_hook_users == 0 && hook_is_current()) {
+    _PyInterpreterState_SetEvalFrameFunc(interp(), g_previous_eval);
+  }
+}
+
+unsigned hook_users() { return g_hook_users; }
+
+bool hook_is_current() {
+  return is_our_eval(_PyInterpreterState_GetEvalFrameFunc(interp()));
+}
+
+std::string foreign_frame_hook() {
+  EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());
+  if (current == _PyEval_EvalFrameDefault || is_our_eval(current)) return {};
+  // The eval function is a C function pointer; dladdr names it for the message when it can.
+  Dl_info info{};
+  char address[32];
+  std::snprintf(address, sizeof address, "%p", reinterpret_cast<void*>(current));
+  if (dladdr(reinterpret_cast<void*>(current), &info) == 0 || !info.dli_fname) return address;
+  return std::string(info.dli_sname ? info.dli_sname : address) + " in " + info.dli_fname;
+}
+
+void hook_set_memory_variant(bool memory) {
+  g_installed_eval = memory ? framescope_eval_frame<true> : framescope_eval_frame<false>;
+  if (hook_is_current()) _PyInterpreterState_SetEvalFrameFunc(interp(), g_installed_eval);
+}
+
+bool hook_detach_for_tracer() {
+  if (g_hook_users != kHookUserTracer) return false;
+  g_hook_users = 0;
+  if (hook_is_current()) _PyInterpreterState_SetEvalFrameFunc(interp(), g_previous_eval);
+  return true;
+}
+
+}  // namespace framescope::py

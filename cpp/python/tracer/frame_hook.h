@@ -1,0 +1,92 @@
+// cpp/python/tracer/frame_hook.h: the one PEP 523 hook shared by the tracer and eval_frame API.
+#pragma once
+
+#include <cstdint>
+
+#include "framescope/internal/thread_buffer.h"
+#include "framescope/macros.h"
+#include "py_compat.h"
+
+#define FRAMESCOPE_TLS_IE __attribute__((tls_model("initial-exec")))
+
+namespace framescope::py {
+
+/// Who needs the hook installed. The hook is installed while any user holds it.
+enum HookUser : unsigned {
+  kHookUserTracer = 1u << 0,
+  kHookUserEvalApi = 1u << 1,
+  /// 3.10 fallback backend: the hook records nothing, it only moves deep recursion onto stack
+  /// segments (3.10 recurses in C for every Python call, hook or not).
+  kHookUserStackGuard = 1u << 2,
+};
+
+/// Per-thread state read by the hook on every frame. Trivially constructible so that it lives
+/// in static (initial-exec) TLS: one load, no __tls_get_addr call.
+struct HookThread {
+  /// eval_frame API callback of this thread (strong ref, owned by the eval_frame API):
+  /// null = None, Py_False = run-only, else a callable.
+  PyObject* eval_callback;
+  /// Below this stack address the hook takes its slow path. Starts at the top of the address
+  /// space, so a thread's first frame takes it and learns the real bounds.
+  uintptr_t stack_check_below;
+  uintptr_t stack_low;      ///< lowest usable address of this thread's stack (0: unknown)
+  const void* last_anchor;  ///< tracer: pre-existing frame of the last depth-0 call
+  uint64_t anchor_epoch;    ///< tracer: session in which last_anchor was recorded
+  int depth;                ///< tracer: hook frames open on this thread
+  /// Stack segments (cpp/core/stack_segments.h) this thread runs on now, 0 on its own stack.
+  /// The stack_* fields above describe the segment in use.
+  unsigned stack_segment_level;
+};
+extern thread_local HookThread t_hook FRAMESCOPE_TLS_IE;
+
+/// Holds the hook for `user`, installing it (chained to the current function) on first use.
+/// Needs the GIL. Never fails.
+void hook_acquire(HookUser user);
+/// Releases `user`. When no user is left the previous function is restored exactly, unless
+/// another function replaced ours meanwhile (then ours stays as a pass-through).
+void hook_release(HookUser user);
+/// Users currently holding the hook.
+unsigned hook_users();
+/// True when our function is the interpreter's eval function right now.
+bool hook_is_current();
+/// Installs (now, if ours is installed, and from then on) the hook variant that also writes the
+/// thread's counted Python allocations before each recorded call and return (memory_hooks.h),
+/// or the plain one. Needs the GIL.
+void hook_set_memory_variant(bool memory);
+/// Removes our function while the tracer is its only user (the deep-recursion switch);
+/// returns false when the eval_frame API also needs it.
+bool hook_detach_for_tracer();
+
+/// Records which Python frame is running when the hook has no frame of its own open on this
+/// thread (a call from a frame that was running before the session, or from C), so that replay
+/// can close the pre-existing frames that returned meanwhile, at `ticks`. Needs the GIL.
+void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buffer,
+                   uint64_t ticks);
+
+/// The same for a range that starts outside any hooked frame (record_function at module level):
+/// does nothing unless the hook tracer records on this thread. Needs the GIL.
+void anchor_outermost_range();
+
+/// True when this thread's C stack (or the stack segment it runs on) has less than the hook's
+/// reserve left, learning the bounds on first use. The 3.10 setprofile backend uses it to raise
+/// RecursionError where plain 3.10 would overflow the stack. Cheap: one compare unless the stack
+/// is deep.
+bool c_stack_nearly_exhausted();
+
+/// Evaluates `frame` the way the interpreter would without framescope's eval_frame API: records
+/// it for the tracer when tracing, then chains to the previous eval function. The eval_frame API
+/// calls this to run (cached or original) code; the hook checked the stack on entry. Borrowed
+/// frame; new reference or null.
+PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag);
+
+/// Refuses to evaluate `frame`: sets RecursionError and lets the default evaluation unwind the
+/// frame (so CPython clears it on every version). Returns null.
+PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why);
+
+/// Implemented by the eval_frame API: a frame on a thread whose eval_callback is set.
+PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag);
+
+/// The function our hook chains to (the previous PEP 523 function or the default).
+extern EvalFrameFunction g_previous_eval;
+
+}  // namespace framescope::py

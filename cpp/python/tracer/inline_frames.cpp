@@ -1,0 +1,158 @@
+// cpp/python/tracer/inline_frames.cpp: 3.13 __init__ frames pushed by CALL_ALLOC_AND_ENTER_INIT,
+// recorded through sys.monitoring since the PEP 523 hook never sees them.
+#include "tracer/inline_frames.h"
+
+#include <vector>
+
+#include "framescope/clock.h"
+#include "framescope/internal/thread_buffer.h"
+#include "tracer/memory_hooks.h"
+#include "tracer/tracer.h"
+
+namespace framescope::py {
+
+#if FS_PY313
+namespace {
+
+// Inline frames whose call this thread recorded and whose return it has not (innermost last).
+thread_local std::vector<const FsFrame*> t_inline_frames;
+bool g_active = false;
+
+// Asks sys.monitoring for the starts and ends of `code`'s frames (clears any error: a code
+// that cannot be watched keeps only its hooked calls).
+void watch(PyCodeObject* code) {
+  if (!monitoring_watch_code(code, kWatchStarts | kWatchEnds)) PyErr_Clear();
+}
+
+PyObject* init_name() {
+  static PyObject* name = PyUnicode_InternFromString("__init__");  // kept for the process
+  return name;
+}
+
+// The __init__ code a CALL_ALLOC_AND_ENTER_INIT site would enter for class `type`, as 3.13's
+// specializer decides (specialize_class_call): a heap type that allocates with object.__new__
+// and PyType_GenericAlloc and keeps inline values, whose __init__ is a plain Python function
+// (no *args, **kwargs or keyword-only arguments). Borrowed; null when no site can.
+PyCodeObject* inlinable_init_code(PyTypeObject* type) {
+  if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || !(type->tp_flags & Py_TPFLAGS_INLINE_VALUES) ||
+      type->tp_new != PyBaseObject_Type.tp_new || type->tp_alloc != PyType_GenericAlloc) {
+    return nullptr;
+  }
+  PyObject* name = init_name();
+  PyObject* init = name ? _PyType_Lookup(type, name) : nullptr;  // borrowed
+  if (!init || !PyFunction_Check(init)) return nullptr;
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(init));
+  if ((code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) || code->co_kwonlyargcount ||
+      !(code->co_flags & CO_OPTIMIZED)) {
+    return nullptr;
+  }
+  return code;
+}
+
+// Watches the inlinable __init__ of `type` and of its subclasses, recursively. A site that
+// warmed up before the session may specialize at its first call in it, never passing through
+// the hook, so every class it could specialize for is watched from the start.
+bool watch_type_tree(PyTypeObject* type, int depth) {
+  if (depth > 1000) return true;  // (a cycle cannot happen; a pathological depth is ignored)
+  if (PyCodeObject* code = inlinable_init_code(type)) watch(code);
+  // type.__subclasses__(t), not t.__subclasses__(): for t = type itself that is unbound.
+  PyObject* subclasses = PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyType_Type),
+                                             "__subclasses__", "O", type);  // new
+  if (!subclasses) return false;
+  bool ok = true;
+  for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(subclasses); ++i) {
+    PyObject* sub = PyList_GET_ITEM(subclasses, i);  // borrowed
+    if (PyType_Check(sub)) ok = watch_type_tree(reinterpret_cast<PyTypeObject*>(sub), depth + 1);
+  }
+  Py_DECREF(subclasses);
+  return ok;
+}
+
+bool is_init_name(PyObject* name) {
+  return PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__init__") == 0;
+}
+
+// Function watcher: every function made during the session (a class statement's methods, a
+// dataclass's generated __init__) passes here. A class made in the session can be instantiated
+// at a site that warmed up before it, which specializes at the call's first run, so its __init__
+// is watched as soon as it exists.
+int g_function_watcher = -1;
+
+int on_function_event(PyFunction_WatchEvent event, PyFunctionObject* func, PyObject* new_value) {
+  PyObject* code = event == PyFunction_EVENT_MODIFY_CODE ? new_value
+                   : event == PyFunction_EVENT_CREATE    ? func->func_code
+                                                         : nullptr;
+  if (!g_active || !code || !PyCode_Check(code)) return 0;
+  auto* c = reinterpret_cast<PyCodeObject*>(code);
+  if (c->co_name != init_name() && !is_init_name(c->co_name)) return 0;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  watch(c);
+  PyErr_Restore(type, value, tb);
+  return 0;
+}
+
+}  // namespace
+
+bool inline_frames_start() {
+  g_active = true;
+  if (g_function_watcher < 0) {
+    g_function_watcher = PyFunction_AddWatcher(on_function_event);
+    if (g_function_watcher < 0) return false;
+  }
+  return watch_type_tree(&PyBaseObject_Type, 0);
+}
+
+void inline_frames_stop() {
+  g_active = false;
+  t_inline_frames.clear();
+  if (g_function_watcher >= 0) {
+    if (PyFunction_ClearWatcher(g_function_watcher) < 0) PyErr_Clear();
+    g_function_watcher = -1;
+  }
+}
+
+void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame) {
+  if (!g_active || !frame || code->co_argcount < 1) return;
+  // The __init__ its first argument's class runs, when a site can inline it for that class:
+  // a class made during the session whose __init__ is a function made before (by any name).
+  // Only these: every watched code pays two callbacks per call, inlined or not.
+  PyObject* self = frame->localsplus[0];
+  if (!self || PyCell_Check(self) || inlinable_init_code(Py_TYPE(self)) != code) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);  // the hook may run a frame with an exception set
+  watch(code);
+  PyErr_Restore(type, value, tb);
+}
+
+void inline_frame_started(PyCodeObject* code, FsFrame* frame) {
+  if (!g_active || !frame_entered_inline(frame)) return;
+  internal::ThreadBuffer* buffer = internal::current_buffer();
+  if (!buffer || !g_tracer.hook_records_frames) return;
+  const uint64_t ticks = now_ticks();
+  const uint64_t key = frame_key(code, frame);
+  if (!key) return;
+  if (g_memory_tracking) flush_allocations(buffer, ticks);
+  buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
+  t_inline_frames.push_back(frame);
+}
+
+void inline_frame_ended(FsFrame* frame) {
+  if (t_inline_frames.empty() || t_inline_frames.back() != frame) return;
+  t_inline_frames.pop_back();
+  if (internal::ThreadBuffer* buffer = internal::current_buffer()) {
+    const uint64_t ticks = now_ticks();
+    if (g_memory_tracking) flush_allocations(buffer, ticks);
+    buffer->append(ticks, internal::pack_word(internal::EventKind::kPyReturn, 0));
+  }
+}
+
+#else
+bool inline_frames_start() { return true; }
+void inline_frames_stop() {}
+void inline_frames_code_registered(PyCodeObject*, FsFrame*) {}
+void inline_frame_started(PyCodeObject*, FsFrame*) {}
+void inline_frame_ended(FsFrame*) {}
+#endif
+
+}  // namespace framescope::py

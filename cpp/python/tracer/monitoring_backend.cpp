@@ -1,0 +1,268 @@
+// cpp/python/tracer/monitoring_backend.cpp: the fallback on 3.12+: C callbacks of a sys.monitoring
+// tool, interpreter-wide (all threads, new ones included); also the frame-hook backend's few
+// watched code objects (tracer.h).
+#include "tracer/fallback_internal.h"
+
+#if FS_PY312
+#include <cstring>
+
+#include "tracer/initial_frames.h"
+#include "tracer/inline_frames.h"
+#include "tracer/tracer.h"
+
+namespace framescope::py {
+
+using fallback::g_fb;
+using fallback::record_c_call;
+using fallback::record_c_return;
+using fallback::record_python_call;
+using fallback::record_python_return;
+
+namespace {
+// ---------------------------------------------------------------------------------------------
+// sys.monitoring: C fastcall callbacks, interpreter-wide (all threads, new ones included).
+
+// Session whose first Python event this thread had (see initial_frame_restarted).
+thread_local uint64_t t_first_event_epoch = 0;
+
+// PY_START, PY_RESUME, PY_THROW(code, offset[, exc])
+PyObject* mon_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1 || !PyCode_Check(args[0])) Py_RETURN_NONE;
+  PyThreadState* ts = PyThreadState_Get();
+  FsFrame* frame = current_interpreter_frame(ts);
+  PyCodeObject* code = reinterpret_cast<PyCodeObject*>(args[0]);
+  if (frame && frame_code(frame) != code) frame = nullptr;
+  if (g_fb.python_frames) {
+    if (FRAMESCOPE_UNLIKELY(t_first_event_epoch != g_tracer.epoch)) {
+      t_first_event_epoch = g_tracer.epoch;
+      if (frame && initial_frame_restarted(ts, frame)) Py_RETURN_NONE;  // open since the start
+    }
+    record_python_call(code, frame);
+  } else if (g_fb.hook_extras && frame) {
+    inline_frame_started(code, frame);
+  }
+  Py_RETURN_NONE;
+}
+// True when args[0] is a code object whose frames (and C calls) this session does not record
+// (include_files/exclude_files, framescope's own files): its call was not recorded either.
+bool skipped_code_arg(PyObject* const* args, Py_ssize_t nargs) {
+  return nargs >= 1 && PyCode_Check(args[0]) &&
+         skipped_code(reinterpret_cast<PyCodeObject*>(args[0]));
+}
+// PY_RETURN, PY_YIELD, PY_UNWIND(code, offset, ...)
+PyObject* mon_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (g_fb.python_frames) {
+    if (FRAMESCOPE_UNLIKELY(t_first_event_epoch != g_tracer.epoch)) {
+      t_first_event_epoch = g_tracer.epoch;
+      initial_frames_first_event(PyThreadState_Get());
+    }
+    if (!skipped_code_arg(args, nargs)) record_python_return();
+  } else if (g_fb.hook_extras) {
+    PyThreadState* ts = PyThreadState_Get();
+    if (FsFrame* frame = current_interpreter_frame(ts)) {
+      inline_frame_ended(frame);
+      initial_frame_ended(ts, frame);
+    }
+  }
+  Py_RETURN_NONE;
+}
+// CALL(code, offset, callable, arg0): `code` is the caller's
+PyObject* mon_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (g_fb.c_calls && nargs >= 3 && !skipped_code_arg(args, nargs)) record_c_call(args[2]);
+  Py_RETURN_NONE;
+}
+// C_RETURN, C_RAISE(code, offset, callable, arg0)
+PyObject* mon_c_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (g_fb.c_calls && nargs >= 3 && !skipped_code_arg(args, nargs)) record_c_return(args[2]);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kMonEnter = {"framescope_enter", (PyCFunction)(void (*)(void))mon_enter, METH_FASTCALL,
+                         nullptr};
+PyMethodDef kMonExit = {"framescope_exit", (PyCFunction)(void (*)(void))mon_exit, METH_FASTCALL,
+                        nullptr};
+PyMethodDef kMonCall = {"framescope_call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL,
+                        nullptr};
+PyMethodDef kMonCExit = {"framescope_c_exit", (PyCFunction)(void (*)(void))mon_c_exit,
+                         METH_FASTCALL, nullptr};
+
+struct EventBinding {
+  const char* event;
+  PyMethodDef* def;
+  bool python;  // a Python-frame event (else a C-call event)
+};
+const EventBinding kBindings[] = {
+    {"PY_START", &kMonEnter, true}, {"PY_RESUME", &kMonEnter, true}, {"PY_THROW", &kMonEnter, true},
+    {"PY_RETURN", &kMonExit, true}, {"PY_YIELD", &kMonExit, true},   {"PY_UNWIND", &kMonExit, true},
+    {"CALL", &kMonCall, false},     {"C_RETURN", &kMonCExit, false}, {"C_RAISE", &kMonCExit, false},
+};
+
+PyObject* monitoring_module() {
+  PyObject* sys = PyImport_ImportModule("sys");  // new
+  if (!sys) return nullptr;
+  PyObject* mon = PyObject_GetAttrString(sys, "monitoring");  // new
+  Py_DECREF(sys);
+  return mon;
+}
+
+// Event numbers of sys.monitoring.events, by name.
+long event_number(PyObject* events, const char* name) {
+  PyObject* ev = PyObject_GetAttrString(events, name);  // new
+  if (!ev) return -1;
+  long n = PyLong_AsLong(ev);
+  Py_DECREF(ev);
+  return n;
+}
+
+// Registers the callbacks and the global events the current flags need (none when all are off).
+bool monitoring_apply(PyObject* mon) {
+  PyObject* events = PyObject_GetAttrString(mon, "events");  // new
+  if (!events) return false;
+  long mask = 0;
+  for (const EventBinding& b : kBindings) {
+    bool want = b.python ? (g_fb.python_frames || g_fb.hook_extras) : g_fb.c_calls;
+    PyObject* ev = PyObject_GetAttrString(events, b.event);  // new
+    if (!ev) {
+      Py_DECREF(events);
+      return false;
+    }
+    PyObject* func = want ? PyCFunction_New(b.def, nullptr) : Py_NewRef(Py_None);  // new
+    PyObject* r = func
+                      ? PyObject_CallMethod(mon, "register_callback", "iOO", g_fb.tool_id, ev, func)
+                      : nullptr;
+    // Without python_frames, Python events come from the watched codes' local events, and
+    // PY_UNWIND (which cannot be local) globally.
+    if (want && (!b.python || g_fb.python_frames || !strcmp(b.event, "PY_UNWIND"))) {
+      mask |= PyLong_AsLong(ev);
+    }
+    Py_XDECREF(func);
+    Py_DECREF(ev);
+    if (!r) {
+      Py_DECREF(events);
+      return false;
+    }
+    Py_DECREF(r);
+  }
+  Py_DECREF(events);
+  PyObject* r = PyObject_CallMethod(mon, "set_events", "il", g_fb.tool_id, mask);
+  if (!r) return false;
+  Py_DECREF(r);
+  return true;
+}
+
+// Sets the local events of every watched code (0 at stop).
+void monitoring_apply_local(PyObject* mon, bool clear) {
+  PyObject* events = PyObject_GetAttrString(mon, "events");  // new
+  if (!events) {
+    PyErr_Clear();
+    return;
+  }
+  const long ends = event_number(events, "PY_RETURN") | event_number(events, "PY_YIELD");
+  const long starts = event_number(events, "PY_START");
+  Py_DECREF(events);
+  for (auto& [code, wanted] : g_fb.watched_codes) {
+    long mask = 0;
+    if (!clear && (wanted & kWatchEnds)) mask |= ends;
+    if (!clear && (wanted & kWatchStarts)) mask |= starts;
+    PyObject* r = PyObject_CallMethod(mon, "set_local_events", "iOl", g_fb.tool_id, code, mask);
+    if (!r) PyErr_Clear();
+    Py_XDECREF(r);
+  }
+}
+
+}  // namespace
+
+bool fallback::platform_start() {
+  PyObject* mon = monitoring_module();
+  if (!mon) return false;
+  if (g_fb.tool_id < 0) {
+    // PROFILER_ID (2) first, as profilers should; otherwise any free tool id.
+    static const int kCandidates[] = {2, 4, 3, 5, 1, 0};
+    for (int id : kCandidates) {
+      PyObject* r = PyObject_CallMethod(mon, "use_tool_id", "is", id, "framescope");
+      if (r) {
+        Py_DECREF(r);
+        g_fb.tool_id = id;
+        break;
+      }
+      PyErr_Clear();
+    }
+    if (g_fb.tool_id < 0) {
+      Py_DECREF(mon);
+      PyErr_SetString(PyExc_RuntimeError,
+                      "framescope: every sys.monitoring tool id is taken by other tools");
+      return false;
+    }
+  }
+  bool ok = monitoring_apply(mon);
+  Py_DECREF(mon);
+  return ok;
+}
+
+void fallback::platform_stop() {
+  if (g_fb.tool_id < 0) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  if (PyObject* mon = monitoring_module()) {
+    g_fb.python_frames = g_fb.c_calls = g_fb.hook_extras = false;
+    monitoring_apply_local(mon, true);
+    if (!monitoring_apply(mon)) PyErr_Clear();
+    PyObject* r = PyObject_CallMethod(mon, "free_tool_id", "i", g_fb.tool_id);
+    if (!r) PyErr_Clear();
+    Py_XDECREF(r);
+    Py_DECREF(mon);
+  } else {
+    PyErr_Clear();
+  }
+  g_fb.tool_id = -1;
+  for (auto& entry : g_fb.watched_codes) Py_DECREF(entry.first);
+  g_fb.watched_codes.clear();
+  PyErr_Restore(type, value, tb);
+}
+
+bool monitoring_watch_start() {
+  const bool old = g_fb.hook_extras;
+  g_fb.hook_extras = true;
+  if (!fallback::platform_start()) {
+    g_fb.hook_extras = old;
+    return false;
+  }
+  g_fb.running = true;
+  return true;
+}
+
+bool monitoring_watch_code(PyCodeObject* code, int events) {
+  if (g_fb.tool_id < 0 || !g_fb.hook_extras) {
+    PyErr_SetString(PyExc_RuntimeError, "framescope: sys.monitoring watch not started");
+    return false;
+  }
+  PyObject* key = reinterpret_cast<PyObject*>(code);
+  auto it = g_fb.watched_codes.find(key);
+  const int before = it == g_fb.watched_codes.end() ? 0 : it->second;
+  if ((before | events) == before) return true;
+  if (it == g_fb.watched_codes.end()) {
+    it = g_fb.watched_codes.emplace(Py_NewRef(key), 0).first;
+  }
+  it->second = before | events;
+  PyObject* mon = monitoring_module();
+  if (!mon) return false;
+  PyObject* ev = PyObject_GetAttrString(mon, "events");  // new
+  long mask = 0;
+  if (ev) {
+    if (it->second & kWatchEnds) {
+      mask |= event_number(ev, "PY_RETURN") | event_number(ev, "PY_YIELD");
+    }
+    if (it->second & kWatchStarts) mask |= event_number(ev, "PY_START");
+    Py_DECREF(ev);
+  }
+  PyObject* r = ev && !PyErr_Occurred()
+                    ? PyObject_CallMethod(mon, "set_local_events", "iOl", g_fb.tool_id, key, mask)
+                    : nullptr;
+  Py_DECREF(mon);
+  if (!r) return false;
+  Py_DECREF(r);
+  return true;
+}
+
+}  // namespace framescope::py
+#endif

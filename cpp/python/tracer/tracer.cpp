@@ -1,0 +1,366 @@
+// cpp/python/tracer/tracer.cpp: tracer sessions: code registration, names, labels, backend switch.
+#include "tracer/tracer.h"
+
+#include <algorithm>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "py_text.h"
+#include "tracer/code_filter.h"
+#include "tracer/frame_hook.h"
+#include "tracer/initial_frames.h"
+#include "tracer/inline_frames.h"
+#include "tracer/thread_names.h"
+
+namespace framescope::py {
+
+TracerState g_tracer;
+
+namespace {
+
+// What one session holds on to. Code objects and labelled classes are kept alive until the
+// trace is replayed, so a key (an address) can never be reused by another object meanwhile.
+struct TracerSession {
+  TracerOptions options;
+  CodeFilter filter;
+  std::vector<PyObject*> codes;                                            // strong
+  std::unordered_map<uint64_t, std::pair<PyObject*, const char*>> labels;  // key -> (type, label)
+  std::string backend;
+  bool fallback_running = false;
+};
+TracerSession* g_session = nullptr;
+
+const char* backend_name(TracerBackend b) {
+  switch (b) {
+    case TracerBackend::kFrameHook:
+      return "frame_hook";
+    case TracerBackend::kMonitoring:
+      return "sys.monitoring";
+    case TracerBackend::kSetProfile:
+      return "setprofile";
+    default:
+      return "none";
+  }
+}
+
+TracerBackend fallback_backend() {
+  return FS_PY312 ? TracerBackend::kMonitoring : TracerBackend::kSetProfile;
+}
+
+// First argument of a frame that has not started running (self of a method call). Borrowed.
+// First argument of a frame (self of a method call), also when a closure captures it: then
+// the frame holds it in a cell. Borrowed; null when there is none.
+PyObject* first_argument(PyCodeObject* code, FsFrame* frame) {
+  if (!frame || code->co_argcount < 1) return nullptr;
+#if FS_PY311
+  // 3.11+: the argument's own slot becomes a cell when the frame runs MAKE_CELL, its first
+  // instruction (so after the hook saw it, before the fallbacks' events).
+  constexpr char kFastCell = 0x40;  // CO_FAST_CELL of internal/pycore_code.h, 3.11-3.13
+  PyObject* first = frame->localsplus[0];
+  if (first && PyCell_Check(first) &&
+      (PyBytes_AS_STRING(code->co_localspluskinds)[0] & kFastCell)) {
+    first = PyCell_GET(first);
+  }
+  return first;
+#else
+  // 3.10: the frame's setup moves a captured argument into its cell and clears the slot.
+  PyObject* first = frame->f_localsplus[0];
+  if (!first && code->co_cell2arg) {
+    const Py_ssize_t cells = PyTuple_GET_SIZE(code->co_cellvars);
+    for (Py_ssize_t i = 0; i < cells; ++i) {
+      if (code->co_cell2arg[i] != 0) continue;
+      PyObject* cell = frame->f_localsplus[code->co_nlocals + i];
+      if (cell && PyCell_Check(cell)) first = PyCell_GET(cell);
+      break;
+    }
+  }
+  return first;
+#endif
+}
+
+std::string unicode_to_string(PyObject* s) {
+  if (!s || !PyUnicode_Check(s)) return "<?>";
+  return utf8_of(s);  // U+FFFD for lone surrogates (undecodable bytes of a file name)
+}
+
+std::string prune_path(const std::string& file) {
+  if (!g_session) return file;
+  for (const std::string& prefix : g_session->options.prune_prefixes) {
+    if (!prefix.empty() && file.size() > prefix.size() &&
+        file.compare(0, prefix.size(), prefix) == 0) {
+      size_t start = prefix.size();
+      while (start < file.size() && file[start] == '/') ++start;
+      return file.substr(start);
+    }
+  }
+  return file;
+}
+
+bool resolve_python_key(uint64_t key, Symbol& out) {
+  if (!g_session) return false;
+  if (key & 1) {
+    auto it = g_session->labels.find(key);
+    if (it == g_session->labels.end()) return false;
+    auto* type = reinterpret_cast<PyTypeObject*>(it->second.first);
+    std::string cls = type->tp_name;
+    size_t dot = cls.rfind('.');
+    if (dot != std::string::npos) cls = cls.substr(dot + 1);
+    out.name = std::string(it->second.second) + ": " + cls;
+    out.function = out.name;
+    return true;
+  }
+  auto* code = reinterpret_cast<PyCodeObject*>(key);
+  std::string file = unicode_to_string(code->co_filename);
+#if FS_PY311
+  std::string qualname = unicode_to_string(code->co_qualname);
+#else
+  std::string qualname = unicode_to_string(code->co_name);
+#endif
+  out.file = file;
+  out.line = code->co_firstlineno;
+  out.function = unicode_to_string(code->co_name);
+  out.name = prune_path(file) + "(" + std::to_string(code->co_firstlineno) + "): " + qualname;
+  return true;
+}
+
+}  // namespace
+
+#if FS_PY311
+constexpr int kGeneratorCodeFlags = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
+#endif
+
+uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
+  if (!g_session) return 0;
+  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<PyObject*>(code) == g_thread_bootstrap_code)) {
+    thread_names_note_started(first_argument(code, frame));  // a Thread starts running
+  }
+  CodeExtra* extra = get_or_create_code_extra(code);
+  if (!extra) {
+    PyErr_Clear();
+    return 0;
+  }
+  if (extra->traced_epoch == (g_tracer.epoch | kSkippedEpochBit)) return 0;
+  if (extra->traced_epoch != g_tracer.epoch) {
+    if (!g_session->filter.records(code)) {
+      extra->traced_epoch = g_tracer.epoch | kSkippedEpochBit;
+      extra->compact_call_bits = 0;
+      return 0;
+    }
+    g_session->codes.push_back(reinterpret_cast<PyObject*>(code));
+    Py_INCREF(code);
+    extra->traced_epoch = g_tracer.epoch;
+    const uint32_t index =
+        internal::register_compact_key(g_tracer.epoch, reinterpret_cast<uint64_t>(code));
+    extra->compact_call_bits =
+        index == internal::kNoCompactIndex ? 0 : internal::compact_call_bits(index);
+#if FS_PY311
+    if (code->co_flags & kGeneratorCodeFlags) {
+      extra->tracer_slow_path = true;
+    }
+#endif
+    if (g_tracer.backend == TracerBackend::kFrameHook) inline_frames_code_registered(code, frame);
+  }
+#if FS_PY311
+  // On 3.11+ calling a generator function evaluates its frame through the hook once, to run
+  // RETURN_GENERATOR (3.10 builds the generator without evaluating). That call only creates the
+  // generator; the profile shows its resumes, as the fallbacks and torch do.
+  if (frame && (code->co_flags & kGeneratorCodeFlags) && !frame_is_resumed(frame)) {
+    return 0;
+  }
+#endif
+  if (extra->call_label) {
+    if (PyObject* self = first_argument(code, frame)) {
+      PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(self));
+      uint64_t key = reinterpret_cast<uint64_t>(type) | 1;
+      if (g_session->labels.find(key) == g_session->labels.end()) {
+        Py_INCREF(type);
+        g_session->labels.emplace(key, std::make_pair(type, extra->call_label));
+      }
+      return key;
+    }
+  }
+  return reinterpret_cast<uint64_t>(code);
+}
+
+bool skipped_code_slow(PyCodeObject* code) {
+  if (!g_session) return false;
+  const CodeExtra* extra = find_code_extra(code);
+  if (!extra || (extra->traced_epoch & ~kSkippedEpochBit) != g_tracer.epoch) {
+    register_code(code, nullptr);  // classifies it (a code seen first at its return or C call)
+    extra = find_code_extra(code);
+  }
+  return extra && extra->traced_epoch == (g_tracer.epoch | kSkippedEpochBit);
+}
+
+bool tracer_label_calls(PyObject* code, const std::string& label) {
+  if (!PyCode_Check(code)) {
+    PyErr_SetString(PyExc_TypeError, "framescope: expected a code object");
+    return false;
+  }
+  if (!init_code_extra()) return false;
+  CodeExtra* extra = get_or_create_code_extra(reinterpret_cast<PyCodeObject*>(code));
+  if (!extra) return false;
+  // Labels live for the process: code objects may outlive any session.
+  static std::deque<std::string>* labels = new std::deque<std::string>();
+  for (const std::string& l : *labels) {
+    if (l == label) {
+      extra->call_label = l.c_str();
+      extra->tracer_slow_path = true;
+      return true;
+    }
+  }
+  labels->push_back(label);
+  extra->call_label = labels->back().c_str();
+  extra->tracer_slow_path = true;
+  return true;
+}
+
+bool tracer_start(const TracerOptions& options, PyObject* native_ids,
+                  const std::string& skip_prefix) {
+  if (g_session) {
+    PyErr_SetString(PyExc_RuntimeError, "framescope: the Python tracer is already running");
+    return false;
+  }
+  if (!init_code_extra()) return false;
+  uint64_t epoch = internal::g_session_epoch.load();
+  if (epoch == 0) {
+    PyErr_SetString(PyExc_RuntimeError, "framescope: no profiling session is enabled");
+    return false;
+  }
+  if (options.backend == TracerBackend::kMonitoring && !FS_PY312) {
+    PyErr_SetString(PyExc_ValueError, "framescope: the sys.monitoring backend needs Python 3.12+");
+    return false;
+  }
+  if (options.backend == TracerBackend::kSetProfile && FS_PY312) {
+    PyErr_SetString(PyExc_ValueError,
+                    "framescope: on Python 3.12+ the fallback backend is sys.monitoring");
+    return false;
+  }
+  g_session = new TracerSession();
+  g_session->options = options;
+  g_session->filter.skip_prefixes = options.skip_prefixes;
+  g_session->filter.skip_files = options.skip_files;
+  g_session->filter.include_globs = options.include_globs;
+  g_session->filter.exclude_globs = options.exclude_globs;
+  std::sort(g_session->options.prune_prefixes.begin(), g_session->options.prune_prefixes.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  g_tracer.epoch = epoch;
+  g_tracer.backend = options.backend;
+  g_tracer.recursion_check_depth = Py_GetRecursionLimit() / 2;
+  const bool hook_backend = options.backend == TracerBackend::kFrameHook;
+  // The frame hook cannot see frames end that it did not see start: sys.monitoring watches a
+  // few code objects for it (3.12+). Without a free tool id, anchors remain (initial_frames.h).
+  bool watch = hook_backend;
+#if FS_PY312
+  if (watch && !monitoring_watch_start()) {
+    PyErr_Clear();
+    watch = false;
+    internal::add_session_warning(
+        "framescope: no sys.monitoring tool id is free: frames running at the start end at their "
+        "thread's next Python call rather than when they return" +
+        std::string(FS_PY313 ? ", and __init__ calls that specialized Cls(...) sites make "
+                               "without the frame hook are missing"
+                             : ""));
+  }
+  if (watch) g_session->fallback_running = true;
+  if (watch && !inline_frames_start()) {
+    tracer_release();
+    return false;
+  }
+#endif
+  if (options.backend != TracerBackend::kNone &&
+      !initial_frames_start(native_ids, hook_backend ? skip_prefix : std::string(), watch)) {
+    tracer_release();
+    return false;
+  }
+  if (hook_backend) {
+    if (options.c_calls && !fallback_start(false, true)) {
+      tracer_release();
+      return false;
+    }
+    g_session->fallback_running = g_session->fallback_running || options.c_calls;
+    g_tracer.hook_records_frames = true;
+    g_tracer.hook_records_exits = true;
+    hook_acquire(kHookUserTracer);
+  } else if (options.backend != TracerBackend::kNone) {
+    if (!fallback_start(true, options.c_calls)) {
+      tracer_release();
+      return false;
+    }
+    g_session->fallback_running = true;
+    // 3.10 recurses in C for every Python call, hook or not, so a deep recursion that plain
+    // 3.10 survives could run out of stack with the profile function's frames added. The hook,
+    // recording nothing, moves such recursion onto stack segments as it does for the frame-hook
+    // backend; not when another tool owns the hook (often the reason for the fallback).
+    if (!FS_PY311 && foreign_frame_hook().empty()) hook_acquire(kHookUserStackGuard);
+  }
+  g_session->backend = backend_name(options.backend);
+  return true;
+}
+
+bool tracer_switch_to_fallback(const char* reason) {
+  if (!g_session || !g_tracer.hook_records_frames) return false;
+  if (hook_users() != kHookUserTracer) return false;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  bool ok = fallback_start(true, g_session->options.c_calls);
+  if (!ok) PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+  if (!ok) return false;
+  g_session->fallback_running = true;
+  g_tracer.hook_records_frames = false;
+  g_tracer.hook_records_exits = false;
+  hook_detach_for_tracer();
+  g_tracer.backend = fallback_backend();
+  g_session->backend = std::string("frame_hook->") + backend_name(fallback_backend());
+  internal::add_session_warning(std::string("framescope: switched from the frame hook to ") +
+                                backend_name(fallback_backend()) + " (" + reason +
+                                "); later frames are recorded at the fallback's overhead");
+  return true;
+}
+
+void tracer_stop() {
+  if (!g_session) return;
+  if (g_tracer.hook_records_frames && (hook_users() & kHookUserTracer) && !hook_is_current()) {
+    // Another tool set its own PEP 523 function during the session and did not chain to ours:
+    // Python calls from then on were not seen. Its hook stays (hook_release leaves it alone).
+    internal::add_session_warning(
+        "framescope: another tool replaced the PEP 523 frame hook during the session; Python "
+        "calls after that were not recorded (use backend='fallback' to profile alongside it)");
+  }
+  g_tracer.hook_records_frames = false;
+  g_tracer.hook_records_exits = false;
+  initial_frames_stop();
+  inline_frames_stop();
+  if (g_session->fallback_running) {
+    fallback_stop();
+    g_session->fallback_running = false;
+  }
+  hook_release(kHookUserTracer);
+  hook_release(kHookUserStackGuard);
+  g_tracer.backend = TracerBackend::kNone;
+}
+
+KeyResolver tracer_resolver() {
+  KeyResolver r;
+  r.python = resolve_python_key;
+  r.c_function = resolve_c_function;
+  return r;
+}
+
+void tracer_release() {
+  if (!g_session) return;
+  tracer_stop();
+  for (PyObject* code : g_session->codes) Py_DECREF(code);
+  for (auto& kv : g_session->labels) Py_DECREF(kv.second.first);
+  fallback_release();
+  delete g_session;
+  g_session = nullptr;
+  g_tracer = TracerState{};
+}
+
+std::string tracer_backend_description() { return g_session ? g_session->backend : "none"; }
+
+}  // namespace framescope::py

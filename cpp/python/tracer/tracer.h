@@ -1,0 +1,107 @@
+// cpp/python/tracer/tracer.h: the Python tracer: which frames it records, how they get names.
+#pragma once
+
+#include <atomic>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "code_extra.h"
+#include "framescope/internal/thread_buffer.h"
+#include "framescope/session.h"
+#include "py_compat.h"
+#include "tracer/tracer_api.h"
+
+namespace framescope::py {
+
+/// Tracer state read by the hook. Written only with the GIL held.
+struct TracerState {
+  bool hook_records_frames = false;  ///< the hook records enter events
+  bool hook_records_exits = false;   ///< the hook records exit events (false after a switch)
+  uint64_t epoch = 0;                ///< session epoch codes are registered for
+  TracerBackend backend = TracerBackend::kNone;
+  /// 3.10: thread recursion depth from which the hook asks whether a frame fails the recursion
+  /// check (frame_start_fails_recursion_check): half the limit at the session's start.
+  int recursion_check_depth = INT_MAX;
+};
+extern TracerState g_tracer;
+
+/// CodeExtra::traced_epoch of a code object whose frames this session does not record
+/// (code_filter.h): the session's epoch with this bit, so that registered_fast_code() fails for
+/// it and register_code() answers 0 (record nothing, chain) at once.
+constexpr uint64_t kSkippedEpochBit = uint64_t(1) << 63;
+
+/// skipped_code() of a code object not registered in this session yet (a frame that was running
+/// before the session started): decides it now.
+bool skipped_code_slow(PyCodeObject* code);
+
+/// True when this session does not record frames of `code` (nor its C calls). Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE bool skipped_code(PyCodeObject* code) {
+  const CodeExtra* extra = find_code_extra(code);
+  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch)) return false;
+  return skipped_code_slow(code);
+}
+
+/// Slow path of frame_key(): registers `code` in this session. Null key (0) on failure, and for
+/// code the session does not record (skipped_code()): the caller then records nothing.
+uint64_t register_code(PyCodeObject* code, FsFrame* frame);
+
+/// The CodeExtra of `code` when its calls need no register_code() in this session (it is
+/// registered, unlabelled, and no generator code on 3.11+); null otherwise. Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE CodeExtra* registered_fast_code(PyCodeObject* code) {
+  CodeExtra* extra = find_code_extra(code);
+  if (FRAMESCOPE_LIKELY(extra && extra->traced_epoch == g_tracer.epoch &&
+                        !extra->tracer_slow_path)) {
+    return extra;
+  }
+  return nullptr;
+}
+
+/// The key recorded for a frame: its code object, or a labelled-call key. Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE uint64_t frame_key(PyCodeObject* code, FsFrame* frame) {
+  if (FRAMESCOPE_LIKELY(registered_fast_code(code))) return reinterpret_cast<uint64_t>(code);
+  return register_code(code, frame);
+}
+
+/// What the hook records for a call of `code` on its fast path: the code's compact call bits
+/// (an 8-byte event, see raw_event.h), or 0 when the call must go through register_code()
+/// (the code's first call in this session, labelled calls, generator code on 3.11+, a full
+/// compact key table). Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE uint64_t fast_compact_call(PyCodeObject* code) {
+  CodeExtra* extra = registered_fast_code(code);
+  return FRAMESCOPE_LIKELY(extra) ? extra->compact_call_bits : 0;
+}
+
+/// Called by the hook when the C stack gets deep and the tracer is the only hook user: moves
+/// recording of new frames to sys.monitoring / setprofile for the rest of the session. Frames
+/// already open keep their events. Returns false if it could not (then nothing changed).
+bool tracer_switch_to_fallback(const char* reason);
+
+// ---- fallback backends (fallback_tracer.cpp) ----
+/// Starts recording Python frames (and C calls when asked) with sys.monitoring or setprofile.
+bool fallback_start(bool python_frames, bool c_calls);
+/// Stops whatever fallback_start started. Needs the GIL.
+void fallback_stop();
+/// Resolver for C-function keys recorded by the fallback.
+bool resolve_c_function(uint64_t key, Symbol& out);
+void fallback_release();
+
+#if FS_PY312
+// ---- sys.monitoring for the frame-hook backend (fallback_tracer.cpp) ----
+// What the frame hook cannot see, asked of sys.monitoring for a few code objects only: the ends
+// of frames running at start (initial_frames.cpp) and, on 3.13, __init__ frames that a
+// specialized `Cls(...)` pushes without the hook (inline_frames.cpp).
+/// Local events for monitoring_watch_code().
+enum WatchEvents : int {
+  kWatchEnds = 1,    ///< PY_RETURN and PY_YIELD (PY_UNWIND is global while watching)
+  kWatchStarts = 2,  ///< PY_START
+};
+/// Takes framescope's tool (if the fallback does not hold it yet) with the Python-frame
+/// callbacks and a global PY_UNWIND. Needs the GIL. False with a Python exception set.
+bool monitoring_watch_start();
+/// Adds `events` (WatchEvents) to the local events of `code` (kept alive until stop). Needs the
+/// GIL. False with a Python exception set.
+bool monitoring_watch_code(PyCodeObject* code, int events);
+#endif
+
+}  // namespace framescope::py
