@@ -53,6 +53,11 @@ def test_extension_picks_the_format_then_convert_and_summary(prog: Path, tmp_pat
         assert (tmp_path / out).stat().st_size > 0
     r = cli("summary", "run.fstrace", cwd=tmp_path)
     assert r.returncode == 0 and ": fib" in r.stdout
+    # --limit -1: every row (as torch's row_limit=-1), from `summary` and from `run`
+    r = cli("summary", "--limit", "-1", "run.fstrace", cwd=tmp_path)
+    assert r.returncode == 0 and ": fib" in r.stdout and ": <module>" in r.stdout, r.stdout
+    r = cli("run", "--limit", "-1", "-o", "again.json", str(prog), cwd=tmp_path)
+    assert r.returncode == 0 and ": fib" in r.stderr + r.stdout, r.stderr
     r = cli("convert", "missing.fstrace", "x.json", cwd=tmp_path)
     assert r.returncode == 1 and "missing.fstrace" in r.stderr
     r = cli("convert", "run.fstrace", "x.unknown", cwd=tmp_path)

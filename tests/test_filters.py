@@ -111,6 +111,12 @@ def test_include_files_records_only_matching_files(program: Any, backend: str,
     in_dir = run_in(program, backend=backend, include_files=[str(tmp_path)])
     assert {short(e.name) for e in in_dir.events() if e.category == "python_function"} == (
         lib_names | {"run", "callback"})
+    assert not any("include_files" in w for w in only_lib.warnings + in_dir.warnings)
+    # a glob that matches nothing that ran: an empty trace, and a warning saying why
+    nothing = run_in(program, backend=backend, include_files=["nowhere/*.py"])
+    assert not [e for e in nothing.events() if e.category == "python_function"]
+    assert any("include_files matched no Python frame" in w and "nowhere" in w
+               for w in nothing.warnings), nothing.warnings
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -117,6 +117,12 @@ def test_dump_paths_and_signals() -> None:
     for bad in ("SIGNOPE", "KILL", ""):
         with pytest.raises(ValueError):
             parse_signal(bad)
+    # framescope run ends the program on these (trace written): a dump signal must not take them.
+    for ending in ("SIGINT", "TERM", "hup"):
+        with pytest.raises(ValueError, match="already ends the program"):
+            parse_signal(ending)
+    with pytest.raises(ValueError, match="fault"):
+        parse_signal("SIGSEGV")
 
 
 PROGRAM = """
@@ -215,4 +221,7 @@ def test_cli_bad_dump_signal(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "framescope", "run", "--dump-on", "SIGKILL",
                           "p.py"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert out.returncode == 2 and "cannot be caught" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "framescope", "run", "--dump-on", "SIGINT",
+                          "p.py"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == 2 and "already ends the program" in out.stderr, out.stderr
     assert not os.path.exists(tmp_path / "framescope.trace.json")

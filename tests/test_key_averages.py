@@ -10,6 +10,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -365,3 +366,171 @@ def test_table_is_torchs_table_for_the_same_numbers() -> None:
     for sort_by in ("self_cpu_time_total", "cpu_time_total", "count"):
         assert ours.table(sort_by=sort_by, row_limit=7) == torch_list.table(
             sort_by=sort_by, row_limit=7)
+
+
+# ---- torch's EventList._remove_dup_nodes: a range nested alone in a range of the same name ----
+
+
+def _sleep_in(name: str, depth: int, seconds: float) -> None:
+    if depth == 0:
+        time.sleep(seconds)
+        return
+    with framescope.record_function(name):
+        _sleep_in(name, depth - 1, seconds)
+
+
+def test_range_nested_alone_in_its_namesake_is_one_event() -> None:
+    """torch counts `with rf("R"): with rf("R"): ...` as one R (the inner one is its parent's
+    only child of the same name); a chain of three is one too, Python frames between them are
+    transparent, and the summary still counts every range that ran."""
+    with framescope.profile(cpu_time=False) as prof:
+        for _ in range(3):
+            with framescope.record_function("R"):
+                with framescope.record_function("R"):
+                    time.sleep(0.005)
+        for _ in range(2):
+            _sleep_in("chain", 3, 0.002)  # chain > frame > chain > frame > chain
+    k = by_key(prof.key_averages())
+    assert k["R"].count == 3
+    assert k["chain"].count == 2
+    outer = [e for e in prof.events().named("R") if e.parent is None or
+             prof.events()[e.parent].name != "R"]
+    assert len(outer) == 3
+    assert k["R"].cpu_time_total == pytest.approx(sum(e.duration_ns for e in outer) / 1e3)
+    assert k["R"].cpu_time == pytest.approx(k["R"].cpu_time_total / 3)
+    # The merged ranges' own time stays theirs: R's self time is every R's self time.
+    assert k["R"].self_cpu_time_total == pytest.approx(
+        expected_from_events(prof)["R"][2] / 1e3, rel=1e-6, abs=0.01)
+    summary = prof.summary(limit=-1, sort_by="calls")
+    assert re.search(r"^\s+6\s.*\sR$", summary, re.M), summary
+    assert re.search(r"^\s+6\s.*\schain$", summary, re.M), summary
+
+
+def test_same_name_ranges_with_siblings_stay_separate_events() -> None:
+    """Only a lone child merges: two same-name children, or a same-name child beside another
+    range, are events of their own (as torch's)."""
+    with framescope.profile(cpu_time=False) as prof:
+        with framescope.record_function("P"):
+            with framescope.record_function("P"):
+                leaf()
+            with framescope.record_function("P"):
+                leaf()
+        with framescope.record_function("Q"):
+            with framescope.record_function("Q"):
+                leaf()
+            with framescope.record_function("other"):
+                leaf()
+        with framescope.record_function("S"):  # a same-name grandchild under another range
+            with framescope.record_function("mid"):
+                with framescope.record_function("S"):
+                    leaf()
+    k = by_key(prof.key_averages())
+    assert (k["P"].count, k["Q"].count, k["S"].count, k["mid"].count) == (3, 2, 2, 1)
+
+
+def test_merged_range_of_another_group_hands_its_self_time_to_its_parent() -> None:
+    """Grouped by stack, the inner range has a key of its own; merged away, that key is gone
+    and its self time is the outer range's, as torch's parent absorbs it."""
+
+    def inner() -> None:
+        with framescope.record_function("G"):
+            time.sleep(0.01)
+
+    with framescope.profile(cpu_time=False) as prof:
+        with framescope.record_function("G"):
+            inner()
+    plain = by_key(prof.key_averages())
+    assert plain["G"].count == 1
+    grouped = [e for e in prof.key_averages(group_by_stack_n=1) if e.key == "G"]
+    assert len(grouped) == 1, [(e.stack, e.count) for e in grouped]
+    g = grouped[0]
+    assert g.count == 1 and g.self_cpu_time_total >= 9_000  # the sleep: 10 ms, in µs
+    assert g.cpu_time_total == pytest.approx(plain["G"].cpu_time_total)
+
+
+def test_torch_device_keys_and_attributes_are_accepted() -> None:
+    """Tutorial code sorts by torch's device keys; framescope records no device, so they are
+    0, and the other attributes torch's FunctionEventAvg has are there with CPU-only values."""
+    with framescope.profile() as prof:
+        workload()
+    avgs = prof.key_averages()
+    for key in ("cuda_time_total", "self_cuda_time_total", "device_time_total",
+                "self_device_time_total", "xpu_time_total", "cuda_memory_usage"):
+        assert "Name" in avgs.table(sort_by=key, row_limit=3)
+    e = by_key(avgs)["shared_range"]
+    assert (e.device_time_total, e.self_device_time_total, e.cuda_time, e.device_time) == (0, 0, 0, 0)
+    assert (e.is_remote, e.is_legacy, e.overload_name, e.cpu_parent) == (False, False, "", None)
+    assert e.is_user_annotation and e.device_type == "CPU" and e.use_device is None
+    assert avgs.sorted_by("cuda_time_total")
+    with pytest.raises(ValueError, match="unknown sort_by"):
+        avgs.table(sort_by="gpu_time")
+    with pytest.raises(TypeError, match="sort_by must be a str"):
+        avgs.table(sort_by=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_name_column_width"):
+        avgs.table(max_name_column_width=-3)
+
+
+def test_key_averages_arguments_are_checked_and_coerced_as_torchs() -> None:
+    with framescope.profile() as prof:
+        caller_a()
+    assert prof.key_averages(group_by_input_shape="yes")  # type: ignore[arg-type]
+    assert prof.key_averages(group_by_input_shape=None)  # type: ignore[arg-type]
+    deep = [e for e in prof.key_averages(group_by_stack_n=10**30) if e.key == "shared_range"]
+    assert deep and len(deep[0].stack) >= 2  # every enclosing frame
+    for bad, error in ((1.5, TypeError), ("2", TypeError), (True, TypeError), (-1, ValueError)):
+        with pytest.raises(error, match="group_by_stack_n"):
+            prof.key_averages(group_by_stack_n=bad)  # type: ignore[arg-type]
+
+
+def test_summary_limit_minus_one_shows_every_row() -> None:
+    with framescope.profile() as prof:
+        workload()
+    def rows(limit: int) -> list[str]:
+        return [ln for ln in prof.summary(limit=limit).splitlines()
+                if re.match(r"^\s+\d+\s", ln)]
+
+    # Every key: nothing nests alone in its namesake here, so the summary's rows are
+    # key_averages()'s entries.
+    assert len(rows(-1)) == len(prof.key_averages()) > 2
+    assert len(rows(2)) == 2 and rows(0) == []
+    assert prof.summary(by_thread="yes")  # type: ignore[arg-type]  # truthy, as torch's flags
+
+
+def test_on_cpu_summary_columns_say_what_they_measure() -> None:
+    with framescope.profile() as prof:
+        workload()
+    head = prof.summary(sort_by="on_cpu").splitlines()[1]
+    assert head.split() == ["calls", "self", "CPU", "ms", "self", "CPU", "%", "total", "CPU",
+                            "ms", "self", "wall", "ms", "name"]
+    assert "self CPU ms" in prof.summary().splitlines()[1]
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="torch is installed on 3.11 only")
+def test_range_counts_are_torchs_for_nested_namesakes() -> None:
+    """The same program under torch.profiler and framescope: the same count per range name."""
+    torch_profiler = pytest.importorskip("torch.profiler")
+    torch_autograd = pytest.importorskip("torch.autograd")
+
+    def program(rf: Any) -> None:
+        for _ in range(3):
+            with rf("R"):
+                with rf("R"):
+                    leaf()
+        with rf("P"):
+            with rf("P"):
+                leaf()
+            with rf("P"):
+                leaf()
+        with rf("S"):
+            with rf("mid"):
+                with rf("S"):
+                    leaf()
+
+    with torch_profiler.profile(activities=[torch_profiler.ProfilerActivity.CPU]) as tprof:
+        program(torch_autograd.profiler.record_function)
+    theirs = {e.key: e.count for e in tprof.key_averages()}
+    with framescope.profile() as prof:
+        program(framescope.record_function)
+    ours = {e.key: e.count for e in prof.key_averages()}
+    for name in ("R", "P", "S", "mid"):
+        assert ours[name] == theirs[name], (name, ours[name], theirs[name])

@@ -77,6 +77,11 @@ def test_schedule_actions() -> None:
         framescope.schedule(wait=0, warmup=0, active=0)
     with pytest.raises(ValueError, match="wait"):
         framescope.schedule(wait=-1, warmup=0, active=1)
+    # torch.profiler.schedule asserts its arguments: code written for it catches AssertionError.
+    with pytest.raises(AssertionError):
+        framescope.schedule(wait=0, warmup=1, active=0)
+    with pytest.raises(AssertionError):
+        framescope.schedule(wait=0, warmup=1, active=1)(-1)
     with pytest.warns(UserWarning, match="warmup"):
         framescope.schedule(wait=1, warmup=0, active=1)
 
@@ -226,6 +231,10 @@ def test_step_misuse_and_bad_schedules() -> None:
         prof.step()
     with pytest.raises(TypeError, match="ProfilerAction"):
         framescope.profile(schedule=lambda step: "record")  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="schedule must be a callable"):
+        framescope.profile(schedule=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="on_trace_ready must be a callable"):
+        framescope.profile(on_trace_ready="trace.json")  # type: ignore[arg-type]
     with pytest.warns(UserWarning, match="RECORD followed by NONE"):
         actions = [ProfilerAction.RECORD, ProfilerAction.NONE]
         with framescope.profile(schedule=lambda s: actions[min(s, 1)]) as p:

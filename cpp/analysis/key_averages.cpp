@@ -50,6 +50,7 @@ class KeyAveragesVisitor final : public TraceVisitor {
   void begin_thread(uint32_t thread) override {
     thread_ = thread;
     stack_.clear();
+    ranges_.clear();
     python_.clear();
     clock_.reset();
     if (thread < view_->threads.size() && !view_->threads[thread].cpu_samples.empty()) {
@@ -74,6 +75,13 @@ class KeyAveragesVisitor final : public TraceVisitor {
       o.python_pos = int32_t(python_.size());
       python_.push_back(s.symbol);
     }
+    if (o_.merge_nested_same_name && is_range(s.category)) {
+      // A second range child makes the enclosing range's single child an ordinary event.
+      if (!ranges_.empty() && ++ranges_.back().range_children == 2) {
+        ranges_.back().has_pending = false;
+      }
+      ranges_.push_back(OpenRange{s.index, s.symbol});
+    }
     stack_.push_back(o);
   }
 
@@ -95,7 +103,8 @@ class KeyAveragesVisitor final : public TraceVisitor {
     const int64_t dur = std::max<int64_t>(0, s.dur_ns);
     const int64_t cpu =
         clock_ ? analysis::CpuClock::used(o.cpu_start, clock_->at(s.start_ns + dur), dur) : -1;
-    finish(o, dur, cpu, s.parent);
+    Contribution added = finish(o, dur, cpu, s.parent);
+    if (o_.merge_nested_same_name && is_range(s.category)) end_range(s, o.key, added);
   }
 
   void async_slice(const Slice& s) override {
@@ -140,6 +149,91 @@ class KeyAveragesVisitor final : public TraceVisitor {
     int32_t python_pos = -1;  // position in python_ of this Python frame's symbol
     bool outermost = false;
   };
+
+  // What finish() added to an event's key: taken back when the event turns out to be a
+  // duplicate of its enclosing range (merge_nested_same_name).
+  struct Contribution {
+    uint32_t key = 0;
+    int64_t self_ns = 0;
+    int64_t cpu_self_ns = -1;  // -1: no CPU readings
+    int64_t memory_self = 0;
+    int64_t total_ns = 0;  // the next three: only when the event was its key's outermost
+    int64_t cpu_total_ns = 0;
+    int64_t memory_total = 0;
+    int64_t flops = 0;
+  };
+
+  // An open range (op, user annotation, other scope) for merge_nested_same_name: how many
+  // ranges it directly encloses (Python frames and builtins between are transparent), and its
+  // single range child while that child may be a duplicate of it.
+  struct OpenRange {
+    uint64_t index = 0;
+    uint32_t symbol = 0;
+    uint32_t range_children = 0;
+    bool has_pending = false;
+    Contribution pending;
+  };
+
+  static bool is_range(EventCategory c) {
+    return c != EventCategory::kPythonFunction && c != EventCategory::kCFunction &&
+           c != EventCategory::kMark;
+  }
+
+  bool same_name(uint32_t a, uint32_t b) const {
+    if (a == b) return true;
+    const std::vector<Symbol>& symbols = view_->symbols;
+    return a < symbols.size() && b < symbols.size() && symbols[a].name == symbols[b].name;
+  }
+
+  // The range `s` (key `key`, which finish() credited with `added`) ended: a duplicate child it
+  // was left with is taken out, into `key`; then `s` itself may be its enclosing range's
+  // duplicate, decided when that range ends (torch's _remove_dup_nodes, in one pass).
+  void end_range(const Slice& s, uint32_t key, Contribution added) {
+    size_t i = ranges_.size();
+    while (i-- > 0) {
+      if (ranges_[i].index == s.index) break;
+    }
+    if (i >= ranges_.size()) return;
+    const OpenRange r = ranges_[i];
+    ranges_.erase(ranges_.begin() + long(i));
+    if (r.has_pending && r.range_children == 1) absorb(r.pending, key, added);
+    if (i == ranges_.size() && !ranges_.empty()) {
+      OpenRange& parent = ranges_.back();
+      if (parent.range_children == 1 && same_name(parent.symbol, s.symbol)) {
+        parent.has_pending = true;
+        parent.pending = added;
+      }
+    }
+  }
+
+  // Takes the duplicate event `dup` out of its key: it is no call of its own, its flops go (its
+  // parent has its own estimate), and what it held by itself moves to `into` (the enclosing
+  // range's key), whose contribution `into_added` grows by as much.
+  void absorb(const Contribution& dup, uint32_t into, Contribution& into_added) {
+    KeyAverage& k = out_.entries[dup.key];
+    k.count -= 1;
+    k.flops -= dup.flops;
+    if (dup.key != into) {
+      KeyAverage& to = out_.entries[into];
+      k.self_ns -= dup.self_ns;
+      to.self_ns = sat_add(to.self_ns, dup.self_ns);
+      k.memory_self -= dup.memory_self;
+      to.memory_self = sat_add(to.memory_self, dup.memory_self);
+      if (dup.cpu_self_ns >= 0) {
+        k.cpu_self_ns -= dup.cpu_self_ns;
+        to.cpu_self_ns = sat_add(std::max<int64_t>(0, to.cpu_self_ns), dup.cpu_self_ns);
+        k.cpu_total_ns -= dup.cpu_total_ns;
+      }
+      k.total_ns -= dup.total_ns;
+      k.memory_total -= dup.memory_total;
+    }
+    into_added.self_ns = sat_add(into_added.self_ns, dup.self_ns);
+    into_added.memory_self = sat_add(into_added.memory_self, dup.memory_self);
+    if (dup.cpu_self_ns >= 0) {
+      into_added.cpu_self_ns =
+          sat_add(std::max<int64_t>(0, into_added.cpu_self_ns), dup.cpu_self_ns);
+    }
+  }
 
   int64_t flops_of(const Slice& s) const {
     if (s.detail >= view_->details.size()) return 0;
@@ -210,36 +304,48 @@ class KeyAveragesVisitor final : public TraceVisitor {
     return id;
   }
 
-  void finish(const Open& o, int64_t dur, int64_t cpu, int64_t parent) {
+  // Credits the ended event `o` to its key and its thread; returns what its key got.
+  Contribution finish(const Open& o, int64_t dur, int64_t cpu, int64_t parent) {
     KeyAverage& k = out_.entries[o.key];
     ThreadTotals& t = out_.threads[thread_];
+    Contribution added;
+    added.key = o.key;
     k.count += 1;
     const int64_t self = std::max<int64_t>(0, dur - o.child_ns);
     k.self_ns = sat_add(k.self_ns, self);
     t.self_ns = sat_add(t.self_ns, self);
+    added.self_ns = self;
     k.memory_self = sat_add(k.memory_self, o.mem_direct);
+    added.memory_self = o.mem_direct;
     const int64_t mem_total = sat_add(o.mem_direct, o.child_mem);
     k.flops = sat_add(k.flops, o.flops);
+    added.flops = o.flops;
     int64_t cpu_self = 0;
     if (cpu >= 0) {
       cpu_self = std::max<int64_t>(0, cpu - o.child_cpu);
       if (k.cpu_self_ns < 0) k.cpu_self_ns = k.cpu_total_ns = 0;
       k.cpu_self_ns = sat_add(k.cpu_self_ns, cpu_self);
       t.cpu_self_ns = sat_add(t.cpu_self_ns, cpu_self);
+      added.cpu_self_ns = cpu_self;
     }
     if (o.outermost) {
       k.total_ns = sat_add(k.total_ns, dur);
       k.memory_total = sat_add(k.memory_total, mem_total);
-      if (cpu >= 0) k.cpu_total_ns = sat_add(k.cpu_total_ns, cpu);
+      added.total_ns = dur;
+      added.memory_total = mem_total;
+      if (cpu >= 0) {
+        k.cpu_total_ns = sat_add(k.cpu_total_ns, cpu);
+        added.cpu_total_ns = cpu;
+      }
     }
-    if (parent < 0) return;
+    if (parent < 0) return added;
     for (size_t i = stack_.size(); i-- > 0;) {
       if (int64_t(stack_[i].index) == parent) {
         Open& p = stack_[i];
         p.child_ns = sat_add(p.child_ns, dur);
         if (cpu >= 0) p.child_cpu = sat_add(p.child_cpu, cpu);
         p.child_mem = sat_add(p.child_mem, mem_total);
-        return;
+        return added;
       }
     }
     // The parent ended first (a range that outlived the frame it began in): its time leaves the
@@ -255,6 +361,7 @@ class KeyAveragesVisitor final : public TraceVisitor {
         t.cpu_self_ns -= std::min(c, t.cpu_self_ns);
       }
     }
+    return added;
   }
 
   KeyAverageOptions o_;
@@ -271,6 +378,7 @@ class KeyAveragesVisitor final : public TraceVisitor {
   std::vector<std::string> shape_strings_;
   uint32_t thread_ = UINT32_MAX;
   std::vector<Open> stack_;
+  std::vector<OpenRange> ranges_;  // open ranges, outermost first (merge_nested_same_name)
   std::vector<uint32_t> python_;  // symbols of the open Python frames, outermost first
   std::unique_ptr<analysis::CpuClock> clock_;
 };

@@ -14,6 +14,15 @@ struct KeyAverageOptions {
   bool group_by_input_shape = false;  ///< ... and by the input shapes of ranges that have them
   uint32_t group_by_stack_n = 0;      ///< ... and by the innermost N Python frames around them
   bool group_by_thread = false;       ///< ... and by thread (the per-thread summary)
+  /// torch's EventList._remove_dup_nodes: a range (op or user annotation) whose nearest
+  /// enclosing range has the same name, and is that range's only range child, is not an event
+  /// of its own (a dispatcher re-entering the same op, `record_function("x")` wrapping a
+  /// function itself wrapped in "x"). It is not counted; when its key differs from the
+  /// enclosing range's (other shapes or stack) its self time, self memory and CPU self time go
+  /// to the enclosing range's key, as torch's parent absorbs it. Python frames and builtins
+  /// between the two are transparent, as they are not events to torch. key_averages() sets it;
+  /// the summary (which counts every call that ran) does not.
+  bool merge_nested_same_name = false;
 };
 
 /// Totals of the events of one key. Times in ns; CPU times -1 when no event of the key ran on a

@@ -235,8 +235,10 @@ def _key_averages(
     group_by_input_shape: bool = False,
     group_by_stack_n: int = 0,
     group_by_thread: bool = False,
+    merge_nested_same_name: bool = False,
 ) -> tuple[list[_KeyAverageRow], list[tuple[int, int | None]], bool, bool]:
-    """Per-key totals of one replay: rows of (name, category, thread, input shapes, stack,
+    """Per-key totals of one replay (merge_nested_same_name: torch's removal of a range nested
+    alone in a range of the same name): rows of (name, category, thread, input shapes, stack,
     count, total ns, self ns, on-CPU total ns, on-CPU self ns, memory total, memory self, flops,
     is_async, top_level, file, line); per thread (self ns, on-CPU self ns); has_cpu; has_memory."""
 

@@ -36,12 +36,12 @@ class _Row(NamedTuple):
     is_async: bool = False
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:10.3f}"
+def _ms(ns: float, width: int = 10) -> str:
+    return f"{ns / 1e6:{width}.3f}"
 
 
-def _pct(part: float, whole: float) -> str:
-    return f"{100.0 * part / whole:6.1f}%" if whole > 0 else "     --"
+def _pct(part: float, whole: float, width: int = 7) -> str:
+    return f"{100.0 * part / whole:{width - 1}.1f}%" if whole > 0 else f"{'--':>{width}}"
 
 
 def _bytes(n: int) -> str:
@@ -65,32 +65,40 @@ _ORDER = {
 }
 
 
+def _limited(rows: list[_Row], limit: int) -> list[_Row]:
+    """The first ``limit`` rows; a negative limit keeps them all (torch's ``row_limit=-1``)."""
+    return rows if limit < 0 else rows[:limit]
+
+
 def _table(rows: list[_Row], limit: int, sort_by: str, whole_wall: float,
            whole_cpu: float | None, memory: bool) -> list[str]:
-    rows = sorted(rows, key=_ORDER[sort_by], reverse=True)[:limit]
+    rows = _limited(sorted(rows, key=_ORDER[sort_by], reverse=True), limit)
     if sort_by == "on_cpu":
-        head = f"{'calls':>10} {'on-CPU ms':>10} {'on-CPU%':>7} {'total ms':>10} {'wall ms':>10}"
-        rule = f"{'-' * 10} {'-' * 10} {'-' * 7} {'-' * 10} {'-' * 10}"
+        # Every time column says whether it is on-CPU or wall time, and self or total.
+        head = (f"{'calls':>10} {'self CPU ms':>12} {'self CPU %':>10} {'total CPU ms':>12} "
+                f"{'self wall ms':>12}")
+        rule = f"{'-' * 10} {'-' * 12} {'-' * 10} {'-' * 12} {'-' * 12}"
     else:
         head = f"{'calls':>10} {'self ms':>10} {'self %':>7} {'total ms':>10} {'total %':>7}"
         rule = f"{'-' * 10} {'-' * 10} {'-' * 7} {'-' * 10} {'-' * 7}"
         if whole_cpu is not None:
-            head += f" {'on-CPU ms':>10}"
-            rule += f" {'-' * 10}"
+            head += f" {'self CPU ms':>12}"
+            rule += f" {'-' * 12}"
     if memory:
         head += f" {'self alloc':>11} {'total alloc':>11}"
         rule += f" {'-' * 11} {'-' * 11}"
     lines = [head + "  name", rule + "  " + "-" * 40]
     for r in rows:
         if sort_by == "on_cpu":
-            line = (f"{r.calls:>10} {_ms(r.cpu_self_ns or 0)} "
-                    f"{_pct(r.cpu_self_ns or 0, whole_cpu or 0)} {_ms(r.cpu_total_ns or 0)} "
-                    f"{_ms(r.self_ns)}")
+            line = (f"{r.calls:>10} {_ms(r.cpu_self_ns or 0, 12)} "
+                    f"{_pct(r.cpu_self_ns or 0, whole_cpu or 0, 10)} "
+                    f"{_ms(r.cpu_total_ns or 0, 12)} {_ms(r.self_ns, 12)}")
         else:
             line = (f"{r.calls:>10} {_ms(r.self_ns)} {_pct(r.self_ns, whole_wall)} "
                     f"{_ms(r.total_ns)} {_pct(r.total_ns, whole_wall)}")
             if whole_cpu is not None:
-                line += " " + (_ms(r.cpu_self_ns) if r.cpu_self_ns is not None else f"{'--':>10}")
+                line += " " + (_ms(r.cpu_self_ns, 12) if r.cpu_self_ns is not None
+                               else f"{'--':>12}")
         if memory:
             line += f" {_bytes(r.memory_self)} {_bytes(r.memory_total)}"
         lines.append(line + "  " + r.name)
@@ -99,14 +107,14 @@ def _table(rows: list[_Row], limit: int, sort_by: str, whole_wall: float,
 
 def _async_table(rows: list[_Row], limit: int, sort_by: str) -> list[str]:
     """Ranges ended on another thread: calls and total wall time, no share of thread time."""
-    if not rows or limit <= 0:
+    if not rows or limit == 0:
         return []
     by_calls = sort_by == "calls"
 
     def order(r: _Row) -> tuple[int, int]:
         return (r.calls if by_calls else r.total_ns, r.total_ns)
 
-    rows = sorted(rows, key=order, reverse=True)[:limit]
+    rows = _limited(sorted(rows, key=order, reverse=True), limit)
     lines = ["Ranges ended on another thread (async: not part of the thread times above)",
              f"{'calls':>10} {'total ms':>10}  name",
              f"{'-' * 10} {'-' * 10}  {'-' * 40}"]
@@ -126,7 +134,7 @@ def _what(sort_by: str, scope: str) -> str:
 
 def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
                   by_thread: bool = False) -> str:
-    """Top ``limit`` functions/ranges by ``sort_by`` ("self", "total", "calls", "on_cpu" or
+    """Top ``limit`` functions/ranges (every one when ``limit`` < 0) by ``sort_by`` ("self", "total", "calls", "on_cpu" or
     "memory": bytes allocated in the function itself), over all threads or, with
     ``by_thread``, one table per thread. With memory samples (``profile_memory``) the table
     has the bytes allocated in each function itself and with its callees. Ranges ended on
@@ -138,7 +146,7 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
     """
     if sort_by not in _SORTS:
         raise ValueError(f"sort_by must be one of {', '.join(_SORTS)}, not {sort_by!r}")
-    raw, thread_totals, has_cpu, has_memory = _core._key_averages(trace, False, 0, by_thread)
+    raw, thread_totals, has_cpu, has_memory = _core._key_averages(trace, False, 0, bool(by_thread))
     if sort_by == "on_cpu" and not has_cpu:
         raise ValueError("this trace has no CPU times (recorded with cpu_time=False, or loaded "
                          "from an older file): sort by 'self', 'total' or 'calls'")

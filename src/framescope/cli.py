@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
                      choices=["auto", "frame_hook", "fallback", "sys.monitoring", "setprofile"],
                      help="where Python calls come from (default auto: the PEP 523 frame hook, or "
                           "the fallback when another tool's frame hook is installed)")
-    run.add_argument("--limit", type=int, default=20, help="rows of the summary (0: none)")
+    run.add_argument("--limit", type=int, default=20,
+                     help="rows of the summary (default 20; 0: no summary; -1: every row)")
     run.add_argument("--sort", choices=["self", "total", "calls", "on_cpu", "memory"], default="self",
                      help="summary order (default: self time; on_cpu: self time on CPU)")
     run.add_argument("--by-thread", action="store_true",
@@ -112,7 +113,8 @@ def _add_merge_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     merge.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
                        help="output format (default: from -o's extension)")
     merge.add_argument("--limit", type=int, default=0,
-                       help="rows of a summary of the merged trace to print (default: none)")
+                       help="rows of a summary of the merged trace to print (default 0: no "
+                            "summary; -1: every row)")
 
 
 def merge(opts: argparse.Namespace) -> int:
@@ -129,7 +131,7 @@ def merge(opts: argparse.Namespace) -> int:
         print(f"framescope merge: {part.describe()}", file=sys.stderr)
     for warning in warnings:
         print(warning, file=sys.stderr)
-    if opts.limit > 0:
+    if opts.limit != 0:
         print(prof.summary(limit=opts.limit))
     print(f"framescope: merged {len(placed)} trace{'' if len(placed) == 1 else 's'} into "
           f"{output}", file=sys.stderr)
@@ -421,7 +423,7 @@ class _Finisher:
                     os.unlink(opts.stream_to)  # the trace maps it: readable until the exit
                 except OSError:
                     pass
-        if opts.limit > 0:
+        if opts.limit != 0:
             try:
                 _say(self.prof.summary(limit=opts.limit, sort_by=opts.sort,
                                        by_thread=opts.by_thread))

@@ -51,7 +51,7 @@ def add_trace_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
                          help="output format (default: from the output's extension)")
     summary = sub.add_parser("summary", help="print the summary table of a saved trace")
     summary.add_argument("input", help="a trace saved with profile.save() or -o x.fstrace")
-    summary.add_argument("--limit", type=int, default=20, help="rows (default: 20)")
+    summary.add_argument("--limit", type=int, default=20, help="rows (default: 20; -1: every row)")
     summary.add_argument("--sort", choices=["self", "total", "calls", "on_cpu", "memory"],
                          default="self",
                          help="order (default: self time; on_cpu: self time on CPU; memory: "

@@ -33,7 +33,21 @@ def parse_signal(text: str) -> signal.Signals:
         raise ValueError(f"unknown signal {text!r} (e.g. SIGUSR1, USR2 or a number)") from None
     if sig in (signal.SIGKILL, signal.SIGSTOP):
         raise ValueError(f"{sig.name} cannot be caught")
+    if sig in _ENDING_SIGNALS:
+        # framescope run already writes the trace on these and then lets them end the program;
+        # taking one for dumps would leave the program running where the user meant to stop it.
+        raise ValueError(f"{sig.name} already ends the program with its trace written; dump on a "
+                         f"signal the program does not otherwise get, e.g. SIGUSR1 or SIGUSR2")
+    if sig in _FAULT_SIGNALS:
+        raise ValueError(f"{sig.name} reports a fault in the process, not a request: dump on "
+                         f"e.g. SIGUSR1 or SIGUSR2")
     return sig
+
+
+# Signals `framescope run` handles itself: the trace is written, then they end the program.
+_ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# Synchronous faults: a Python handler runs only after the faulting instruction is retried.
+_FAULT_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT)
 
 
 def dump_path(output: str, n: int) -> str:

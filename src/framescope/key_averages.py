@@ -8,6 +8,7 @@ meaning is the same (times in microseconds, memory in bytes); ``on_cpu_time_tota
 from __future__ import annotations
 
 import ast
+import operator
 from typing import TYPE_CHECKING, Iterable, SupportsIndex, overload
 
 from framescope import _core
@@ -18,7 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FunctionEventAvg", "KeyAverages", "key_averages", "SORT_KEYS"]
 
-#: What ``table(sort_by=...)`` accepts: torch's names, and framescope's on-CPU times.
+#: What ``table(sort_by=...)`` accepts: torch's names, and framescope's on-CPU times. torch's
+#: device keys (``device_time_total``, and its ``cuda_``/``xpu_``/``privateuse1_`` spellings) are
+#: accepted too: framescope records no device, so they are 0 for every entry.
 SORT_KEYS = (
     "cpu_time_total",
     "self_cpu_time_total",
@@ -31,7 +34,19 @@ SORT_KEYS = (
     "on_cpu_time_total",
     "self_on_cpu_time_total",
     "on_cpu_time",
+    "device_time_total",
+    "self_device_time_total",
+    "device_time",
+    "device_memory_usage",
+    "self_device_memory_usage",
 )
+
+
+def _canonical_sort_key(sort_by: str) -> str:
+    """torch's spelling rule: ``cuda``, ``xpu`` and ``privateuse1`` in a key mean ``device``."""
+    for alias in ("cuda", "xpu", "privateuse1"):
+        sort_by = sort_by.replace(alias, "device")
+    return sort_by
 
 
 class FunctionEventAvg:
@@ -52,7 +67,9 @@ class FunctionEventAvg:
     __slots__ = ("key", "count", "cpu_time_total", "self_cpu_time_total", "on_cpu_time_total",
                  "self_on_cpu_time_total", "cpu_memory_usage", "self_cpu_memory_usage", "flops",
                  "input_shapes", "stack", "category", "thread", "file", "line", "is_async",
-                 "is_top_level", "node_id")
+                 "is_top_level", "node_id", "is_remote", "is_legacy", "overload_name", "scope",
+                 "cpu_parent", "use_device", "device_type", "device_time_total",
+                 "self_device_time_total", "device_memory_usage", "self_device_memory_usage")
 
     def __init__(
         self,
@@ -92,6 +109,50 @@ class FunctionEventAvg:
         self.is_async = is_async
         self.is_top_level = is_top_level
         self.node_id = -1
+        # torch's attributes that a CPU-only, single-process profile fills the same way for
+        # every entry: no device, no remote or legacy events, no operator overloads.
+        self.is_remote = False
+        self.is_legacy = False
+        self.overload_name = ""
+        self.scope = 0
+        self.cpu_parent = None
+        self.use_device: str | None = None
+        self.device_type = "CPU"
+        self.device_time_total = 0.0
+        self.self_device_time_total = 0.0
+        self.device_memory_usage = 0
+        self.self_device_memory_usage = 0
+
+    @property
+    def is_user_annotation(self) -> bool:
+        """A ``record_function`` range (or a C ABI range), as torch's user annotations."""
+        return self.category == "user_annotation"
+
+    @property
+    def device_time(self) -> float:
+        """Average device time per call: always 0 (framescope records no device)."""
+        return 0.0
+
+    # torch's deprecated cuda_* spellings of the device attributes.
+    @property
+    def cuda_time(self) -> float:
+        return self.device_time
+
+    @property
+    def cuda_time_total(self) -> float:
+        return self.device_time_total
+
+    @property
+    def self_cuda_time_total(self) -> float:
+        return self.self_device_time_total
+
+    @property
+    def cuda_memory_usage(self) -> int:
+        return self.device_memory_usage
+
+    @property
+    def self_cuda_memory_usage(self) -> int:
+        return self.self_device_memory_usage
 
     @property
     def cpu_time(self) -> float:
@@ -181,8 +242,8 @@ class KeyAverages(list[FunctionEventAvg]):
 
     def sorted_by(self, sort_by: str) -> KeyAverages:
         """The entries by ``sort_by`` (an attribute in SORT_KEYS), largest first."""
-        _check_sort_key(sort_by)
-        return self._like(sorted(self, key=lambda e: _sort_value(e, sort_by), reverse=True))
+        key = _check_sort_key(sort_by)
+        return self._like(sorted(self, key=lambda e: _sort_value(e, key), reverse=True))
 
     def total_average(self) -> FunctionEventAvg:
         """One entry adding up every entry (torch's ``total_average``), keyed "Total"."""
@@ -199,9 +260,9 @@ class KeyAverages(list[FunctionEventAvg]):
         self,
         sort_by: str | None = None,
         row_limit: int = 100,
-        max_src_column_width: int = 75,
-        max_name_column_width: int = 55,
-        max_shapes_column_width: int = 80,
+        max_src_column_width: int | None = 75,
+        max_name_column_width: int | None = 55,
+        max_shapes_column_width: int | None = 80,
         header: str | None = None,
         top_level_events_only: bool = False,
         time_unit: str | None = None,
@@ -213,10 +274,17 @@ class KeyAverages(list[FunctionEventAvg]):
         entry's self time (the time recorded on all threads), so they never exceed 100%.
 
         Raises:
-            ValueError: an unknown ``sort_by`` or ``time_unit``.
+            ValueError: an unknown ``sort_by`` or ``time_unit``, a negative column width.
+            TypeError: ``sort_by`` is not a str.
         """
         if sort_by is not None:
-            _check_sort_key(sort_by)
+            sort_by = _check_sort_key(sort_by)
+        for name, width in (("max_src_column_width", max_src_column_width),
+                            ("max_name_column_width", max_name_column_width),
+                            ("max_shapes_column_width", max_shapes_column_width)):
+            if width is not None and (isinstance(width, bool) or not isinstance(width, int)
+                                      or width < 0):
+                raise ValueError(f"{name} must be an int >= 0 or None, not {width!r}")
         if time_unit not in (None, "s", "ms", "us"):
             raise ValueError(f"time_unit must be 's', 'ms', 'us' or None, not {time_unit!r}")
         return build_table(
@@ -238,9 +306,29 @@ class KeyAverages(list[FunctionEventAvg]):
         return self.table()
 
 
-def _check_sort_key(sort_by: str) -> None:
-    if sort_by not in SORT_KEYS:
-        raise ValueError(f"unknown sort_by {sort_by!r}: expected one of {', '.join(SORT_KEYS)}")
+def _check_sort_key(sort_by: str) -> str:
+    """The attribute ``sort_by`` names (torch's device spellings mapped as torch maps them)."""
+    if not isinstance(sort_by, str):
+        raise TypeError(f"sort_by must be a str, not {type(sort_by).__name__}")
+    key = _canonical_sort_key(sort_by)
+    if key not in SORT_KEYS:
+        raise ValueError(f"unknown sort_by {sort_by!r}: expected one of {', '.join(SORT_KEYS)} "
+                         f"(or a cuda_/xpu_ spelling of a device key)")
+    return key
+
+
+def stack_depth(group_by_stack_n: object) -> int:
+    """``group_by_stack_n`` as a frame count (torch takes any int; 0: no grouping).
+
+    Raises:
+        TypeError: not an integer. ValueError: negative.
+    """
+    if isinstance(group_by_stack_n, bool) or not hasattr(group_by_stack_n, "__index__"):
+        raise TypeError(f"group_by_stack_n must be an int, not {type(group_by_stack_n).__name__}")
+    n = operator.index(group_by_stack_n)  # type: ignore[arg-type]
+    if n < 0:
+        raise ValueError(f"group_by_stack_n must be >= 0, not {n}")
+    return min(n, 2**32 - 1)  # deeper than any stack: every frame
 
 
 def key_averages(
@@ -251,12 +339,19 @@ def key_averages(
     group_by_thread: bool = False,
     profile_memory: bool = False,
     with_flops: bool = False,
+    merge_nested_same_name: bool = True,
 ) -> KeyAverages:
-    """Per-key averages of ``trace`` (one native replay)."""
-    if group_by_stack_n < 0:
-        raise ValueError("group_by_stack_n must be >= 0")
+    """Per-key averages of ``trace`` (one native replay). As torch's, a range whose nearest
+    enclosing range has the same name and no other range child is not an event of its own
+    (``merge_nested_same_name``; torch's ``EventList._remove_dup_nodes``); the flags take any
+    truthy value, as torch's.
+
+    Raises:
+        TypeError: ``group_by_stack_n`` is not an int. ValueError: it is negative.
+    """
     rows, _threads, has_cpu, has_memory = _core._key_averages(
-        trace, group_by_input_shape, group_by_stack_n, group_by_thread
+        trace, bool(group_by_input_shape), stack_depth(group_by_stack_n), bool(group_by_thread),
+        bool(merge_nested_same_name)
     )
     out: list[FunctionEventAvg] = []
     for (name, category, thread, shapes, stack, count, total_ns, self_ns, cpu_total, cpu_self,
@@ -273,7 +368,8 @@ def key_averages(
             cpu_memory_usage=mem_total,
             self_cpu_memory_usage=mem_self,
             flops=flops,
-            input_shapes=(ast.literal_eval(shapes) if shapes else []) if group_by_input_shape else "",
+            input_shapes=(ast.literal_eval(shapes) if shapes else []) if group_by_input_shape
+            else "",
             stack=list(stack),
             category=category,
             thread=thread,

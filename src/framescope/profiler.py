@@ -87,6 +87,12 @@ _PYTHON_ALLOCATOR_DEVICE = -2
 CPU_SAMPLE_PERIOD_NS = 4_000_000
 
 
+def _has_python_frames(trace: _core.Trace) -> bool:
+    """True when ``trace`` names a Python function (symbols with a file: one per code object
+    recorded, so few)."""
+    return any(trace.symbol(i)[1] for i in range(trace.symbol_count))
+
+
 def _file_globs(patterns: Sequence[str | os.PathLike[str]] | str | None, what: str) -> list[str]:
     """include_files/exclude_files as absolute fnmatch globs (see profile)."""
     if patterns is None:
@@ -322,6 +328,9 @@ class profile:
 
             _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
         self.cpu_time = cpu_time
+        for name, value in (("schedule", schedule), ("on_trace_ready", on_trace_ready)):
+            if value is not None and not callable(value):
+                raise TypeError(f"{name} must be a callable or None, not {type(value).__name__}")
         self.on_trace_ready = on_trace_ready
         self.include_files = _file_globs(include_files, "include_files")
         self.exclude_files = _file_globs(exclude_files, "exclude_files")
@@ -419,6 +428,12 @@ class profile:
                 problem = processes.complete_stream(self._trace, self._stream_to)
                 if problem is not None:
                     self._start_warnings.append(problem)
+            if self.include_files and self.with_stack and not _has_python_frames(self._trace):
+                self._start_warnings.append(
+                    "framescope: include_files matched no Python frame that ran, so the trace "
+                    f"has none: {', '.join(self.include_files)} (globs are matched against "
+                    "each code object's absolute file name; a relative glob is taken from the "
+                    "directory the profile was created in)")
         for warning in self.warnings:
             try:
                 print(warning, file=sys.stderr)

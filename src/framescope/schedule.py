@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from framescope.profiler import profile
 
-__all__ = ["ProfilerAction", "schedule", "trace_handler"]
+__all__ = ["ProfilerAction", "ScheduleError", "schedule", "trace_handler"]
 
 
 class ProfilerAction(enum.Enum):
@@ -27,6 +27,12 @@ class ProfilerAction(enum.Enum):
 
 
 Schedule = Callable[[int], ProfilerAction]
+
+
+class ScheduleError(ValueError, AssertionError):
+    """Invalid schedule arguments or step. A ValueError, and also an AssertionError, which is
+    what ``torch.profiler.schedule`` raises (its checks are asserts), so that code written
+    against torch catches it the same way."""
 
 
 def schedule(
@@ -44,10 +50,11 @@ def schedule(
     With ``skip_first_wait`` the first cycle starts without its wait.
 
     Raises:
-        ValueError: a negative count, or ``active`` < 1.
+        ScheduleError (a ValueError and an AssertionError, as torch's): a negative count, or
+            ``active`` < 1; from the schedule, a negative step.
     """
     if wait < 0 or warmup < 0 or active <= 0 or repeat < 0 or skip_first < 0:
-        raise ValueError(
+        raise ScheduleError(
             f"invalid profiler schedule arguments: wait={wait} (need >= 0), warmup={warmup} "
             f"(need >= 0), active={active} (need > 0), repeat={repeat} (need >= 0), "
             f"skip_first={skip_first} (need >= 0)"
@@ -59,7 +66,7 @@ def schedule(
 
     def schedule_fn(step: int) -> ProfilerAction:
         if step < 0:
-            raise ValueError(f"step must be non-negative, not {step}")
+            raise ScheduleError(f"step must be non-negative, not {step}")
         if step < skip_first:
             return ProfilerAction.NONE
         step -= skip_first

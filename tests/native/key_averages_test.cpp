@@ -80,6 +80,74 @@ TEST_F(KeyAveragesTest, RecursionCountedOnceInTotalsSelfTimesExact) {
   EXPECT_FALSE(entry(k, t, "r").top_level);
 }
 
+// R(0..100) > p(5..95) > R(10..90) > f(20..80): a range nested alone (Python frames between are
+// transparent) in a range of the same name, as `record_function("R")` around a function that
+// opens "R" itself.
+Trace nested_namesakes() {
+  Trace t;
+  t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
+  const uint32_t r = t.intern(sym("R")), p = t.intern(sym("p")), f = t.intern(sym("f"));
+  t.events = {ev(0, 100, -1, r, 0, EventCategory::kUserAnnotation), ev(5, 90, 0, p, 1),
+              ev(10, 80, 1, r, 2, EventCategory::kUserAnnotation), ev(20, 60, 2, f, 3)};
+  t.start_ns = 0;
+  t.stop_ns = 100;
+  return t;
+}
+
+TEST_F(KeyAveragesTest, RangeNestedAloneInItsNamesakeMergesAsTorchs) {
+  const Trace t = nested_namesakes();
+  KeyAverageOptions merge;
+  merge.merge_nested_same_name = true;
+  const KeyAverages plain = compute_key_averages(MaterializedSource(t));
+  EXPECT_EQ(entry(plain, t, "R").count, 2u);  // every range that ran (the summary's view)
+  const KeyAverages merged = compute_key_averages(MaterializedSource(t), merge);
+  const KeyAverage& r = entry(merged, t, "R");
+  EXPECT_EQ(r.count, 1u);
+  EXPECT_EQ(r.total_ns, 100);
+  EXPECT_EQ(r.self_ns, (100 - 90) + (80 - 60));  // the merged range's own time stays R's
+  EXPECT_EQ(entry(merged, t, "p").self_ns, 10);
+  EXPECT_EQ(merged.threads[0].self_ns, 100);
+
+  // Grouped by the calling frame, the inner R has a key of its own ([p]); merged away, that key
+  // counts nothing and its self time is the outer R's, whose key has no stack.
+  merge.group_by_stack_n = 1;
+  const KeyAverages grouped = compute_key_averages(MaterializedSource(t), merge);
+  uint64_t calls = 0;
+  for (const KeyAverage& e : grouped.entries) {
+    if (t.symbols[e.symbol].name != "R") continue;
+    calls += e.count;
+    if (e.stack.empty()) {
+      EXPECT_EQ(e.count, 1u);
+      EXPECT_EQ(e.self_ns, 30);
+      EXPECT_EQ(e.total_ns, 100);
+    } else {
+      EXPECT_EQ(e.count, 0u);
+      EXPECT_EQ(e.self_ns, 0);
+      EXPECT_EQ(e.total_ns, 0);
+    }
+  }
+  EXPECT_EQ(calls, 1u);
+  EXPECT_EQ(grouped.threads[0].self_ns, 100);
+}
+
+TEST_F(KeyAveragesTest, NamesakeRangesWithSiblingsStaySeparate) {
+  // A(0..100) > [A(10..40), A(50..90)]; B(100..200) > [B(110..150), C(160..190)].
+  Trace t;
+  t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
+  const uint32_t a = t.intern(sym("A")), b = t.intern(sym("B")), c = t.intern(sym("C"));
+  const auto op = EventCategory::kCpuOp;
+  t.events = {ev(0, 100, -1, a, 0, op),  ev(10, 30, 0, a, 1, op),   ev(50, 40, 0, a, 1, op),
+              ev(100, 100, -1, b, 0, op), ev(110, 40, 3, b, 1, op), ev(160, 30, 3, c, 1, op)};
+  t.start_ns = 0;
+  t.stop_ns = 200;
+  KeyAverageOptions merge;
+  merge.merge_nested_same_name = true;
+  const KeyAverages k = compute_key_averages(MaterializedSource(t), merge);
+  EXPECT_EQ(entry(k, t, "A").count, 3u);
+  EXPECT_EQ(entry(k, t, "B").count, 2u);
+  EXPECT_EQ(entry(k, t, "C").count, 1u);
+}
+
 TEST_F(KeyAveragesTest, GroupByStackUsesTheEnclosingPythonFrames) {
   const Trace t = recursive();
   KeyAverageOptions o;

@@ -41,12 +41,13 @@ void bind_analysis(nb::module_& m) {
   m.def(
       "_key_averages",
       [](const PyTrace& t, bool group_by_input_shape, uint32_t group_by_stack_n,
-         bool group_by_thread) {
+         bool group_by_thread, bool merge_nested_same_name) {
         auto stored = t.state->current();
         KeyAverageOptions options;
         options.group_by_input_shape = group_by_input_shape;
         options.group_by_stack_n = group_by_stack_n;
         options.group_by_thread = group_by_thread;
+        options.merge_nested_same_name = merge_nested_same_name;
         KeyAverages result;
         {
           nb::gil_scoped_release release;
@@ -79,7 +80,7 @@ void bind_analysis(nb::module_& m) {
         return nb::make_tuple(entries, threads, result.has_cpu, result.has_memory);
       },
       "trace"_a, "group_by_input_shape"_a = false, "group_by_stack_n"_a = 0,
-      "group_by_thread"_a = false,
+      "group_by_thread"_a = false, "merge_nested_same_name"_a = false,
       "Per-key totals of one replay: (entries, per-thread totals, has_cpu, has_memory).");
 }
 
