@@ -15,7 +15,7 @@ from framescope._version import __version__ as __version__
 from framescope.events import Event, EventList, MemoryEvent
 from framescope.key_averages import FunctionEventAvg, KeyAverages
 from framescope.profiler import label_calls, load, profile
-from framescope.schedule import ProfilerAction, schedule, trace_handler
+from framescope.schedule import ProfilerAction, ScheduleError, schedule, trace_handler
 
 __all__ = [
     "Event",
@@ -35,6 +35,7 @@ __all__ = [
     "record_function",
     "record_memory",
     "schedule",
+    "ScheduleError",
     "trace_handler",
 ]
 

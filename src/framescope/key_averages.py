@@ -325,7 +325,7 @@ def stack_depth(group_by_stack_n: object) -> int:
     """
     if isinstance(group_by_stack_n, bool) or not hasattr(group_by_stack_n, "__index__"):
         raise TypeError(f"group_by_stack_n must be an int, not {type(group_by_stack_n).__name__}")
-    n = operator.index(group_by_stack_n)  # type: ignore[arg-type]
+    n = operator.index(group_by_stack_n)
     if n < 0:
         raise ValueError(f"group_by_stack_n must be >= 0, not {n}")
     return min(n, 2**32 - 1)  # deeper than any stack: every frame
