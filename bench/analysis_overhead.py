@@ -30,7 +30,6 @@ import importlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -120,17 +119,9 @@ def run_worker(py: to.Interpreter, workload: str, runs: int, scale: float,
                timeout: float, extra: Optional[list[str]] = None) -> dict[str, Any]:
     cmd = [py.path, os.path.abspath(__file__), "--worker", "--workloads", workload,
            "--runs", str(runs), "--scale", str(scale), *(extra or [])]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ, PYTHONHASHSEED="0"))
-    except subprocess.TimeoutExpired:
-        return {"workload": workload, "rounds": [], "error": f"timed out after {timeout:.0f} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"workload": workload, "rounds": [],
-                "error": f"exit {proc.returncode}: " + " | ".join(tail)}
-    result: dict[str, Any] = json.loads(lines[-1])
+    result = to.run_json_worker(cmd, timeout)
+    if "error" in result:
+        return {"workload": workload, "rounds": [], "error": result["error"]}
     return result
 
 
@@ -247,10 +238,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "summary": summary,
         "raw": raw,
     }
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {args.output}")
+    to.write_results(args.output, out)
     return 0
 
 

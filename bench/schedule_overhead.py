@@ -32,7 +32,6 @@ import importlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any, Callable, Optional
@@ -123,16 +122,9 @@ def worker(workload: str, rounds: int, k: int, scale: float) -> dict[str, Any]:
 def run_worker(py: to.Interpreter, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [py.path, os.path.abspath(__file__), "--worker", "--workload", args.workload,
            "--rounds", str(args.rounds), "--steps", str(args.steps), "--scale", str(args.scale)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
-                              env=dict(os.environ, PYTHONHASHSEED="0"))
-    except subprocess.TimeoutExpired:
-        return {"rounds": [], "error": f"timed out after {args.timeout:.0f} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"rounds": [], "error": f"exit {proc.returncode}: " + " | ".join(tail)}
-    result: dict[str, Any] = json.loads(lines[-1])
+    result = to.run_json_worker(cmd, args.timeout)
+    if "error" in result:
+        return {"rounds": [], "error": result["error"]}
     return result
 
 
@@ -224,10 +216,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "summary": summary,
         "raw": raw,
     }
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {args.output}")
+    to.write_results(args.output, out)
     return 0
 
 

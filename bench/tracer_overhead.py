@@ -302,19 +302,34 @@ def run_worker(py: Interpreter, workload: str, config: str, runs: int, scale: fl
                timeout: float) -> dict[str, Any]:
     cmd = [py.path, os.path.abspath(__file__), "--worker", "--workloads", workload,
            "--configs", config, "--runs", str(runs), "--scale", str(scale)]
+    result = run_json_worker(cmd, timeout)
+    if "error" in result:
+        return {"workload": workload, "config": config, "runs": [], "error": result["error"]}
+    return result
+
+
+def run_json_worker(cmd: list[str], timeout: float) -> dict[str, Any]:
+    """Runs a worker process (PYTHONHASHSEED=0) and returns the JSON object on its last line
+    that starts with "{", or {"error": ...} saying why there is none."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env=dict(os.environ, PYTHONHASHSEED="0"))
     except subprocess.TimeoutExpired:
-        return {"workload": workload, "config": config, "runs": [],
-                "error": f"timed out after {timeout:.0f} s"}
+        return {"error": f"timed out after {timeout:.0f} s"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"workload": workload, "config": config, "runs": [],
-                "error": f"exit {proc.returncode}: " + " | ".join(tail)}
+        return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
     result: dict[str, Any] = json.loads(lines[-1])
     return result
+
+
+def write_results(path: str, doc: dict[str, Any]) -> None:
+    """Writes a benchmark's results (JSON) to `path`, creating its directory."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"wrote {path}")
 
 
 def machine_info() -> dict[str, Any]:
@@ -686,10 +701,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(text + "\n")
     print(f"load average at start {result['machine']['loadavg_start']}, "
           f"at end {result['machine']['loadavg_end']}; {result['duration_s']} s")
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {args.output}")
+    write_results(args.output, result)
     return 0
 
 
