@@ -52,6 +52,7 @@ SHORT = {
     "framescope_fallback": "fs-fb",
     "framescope_nocpu": "fs-noCPU",
     "framescope_mem": "fs+mem",
+    "framescope_excluded": "fs-excl",
     "cprofile": "cProf",
     "yappi": "yappi",
     "viztracer": "viz",
@@ -196,6 +197,9 @@ RUNNERS: dict[str, Runner] = {
     # bench/analysis_overhead.py: what CPU sampling and memory profiling add
     "framescope_nocpu": framescope_runner(cpu_time=False),
     "framescope_mem": framescope_runner(cpu_time=False, profile_memory=True),
+    # ... and what a frame left out by exclude_files costs (every frame of the workloads)
+    "framescope_excluded": framescope_runner(
+        cpu_time=False, exclude_files=[os.path.join(BENCH_DIR, "workloads", "*")]),
     "cprofile": run_cprofile,
     "yappi": run_yappi,
     "viztracer": run_viztracer,
@@ -212,6 +216,7 @@ NEEDS = {
     "framescope_fallback": "framescope",
     "framescope_nocpu": "framescope",
     "framescope_mem": "framescope",
+    "framescope_excluded": "framescope",
     "yappi": "yappi",
     "viztracer": "viztracer",
     "torch": "torch",

@@ -285,3 +285,23 @@ def test_cli_filter_options(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "framescope", "run", "--max-depth", "0",
                           "app.py"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert bad.returncode == 2 and "max_depth" in bad.stderr
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_thread_names_kept_when_threading_is_left_out(backend: str) -> None:
+    """Thread._bootstrap's frames are where a thread's start (and name) is seen: leaving
+    threading.py out of the trace must not lose the names of threads that finished."""
+    import threading
+
+    def work() -> None:
+        sum(range(1000))
+
+    with framescope.profile(backend=backend, exclude_files=["*/threading.py"]) as prof:
+        for i in range(3):
+            t = threading.Thread(target=work, name=f"worker-{i}")
+            t.start()
+            t.join()
+    names = {name for _pid, _tid, _index, name in prof.trace.threads}
+    assert {"worker-0", "worker-1", "worker-2"} <= names, names
+    assert not [e for e in prof.events() if "threading.py" in e.name]
+    assert len([e for e in prof.events() if e.name.endswith("work")]) == 3

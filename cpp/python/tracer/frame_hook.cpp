@@ -129,6 +129,7 @@ FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCode
     buffer->append_compact(ticks, compact);
     return true;
   }
+  if (left_out_code(code)) return false;  // filtered out: no clock read, no registration
   const uint64_t ticks = now_ticks();  // the call's time, not the end of its registration
   const uint64_t key = register_code(code, frame);
   if (FRAMESCOPE_UNLIKELY(!key)) return false;
@@ -176,6 +177,7 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
     return chain(ts, frame, throwflag);  // never runs: not a call of the trace
   }
   PyCodeObject* code = frame_code(frame);
+  if (left_out_code(code)) return chain(ts, frame, throwflag);  // filtered out: only chained
   const uint64_t ticks = now_ticks();
   const uint64_t compact = fast_compact_call(code);
   const uint64_t key = compact ? 0 : register_code(code, frame);

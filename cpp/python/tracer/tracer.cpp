@@ -144,8 +144,12 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
   if (extra->traced_epoch == (g_tracer.epoch | kSkippedEpochBit)) return 0;
   if (extra->traced_epoch != g_tracer.epoch) {
     if (!g_session->filter.records(code)) {
-      extra->traced_epoch = g_tracer.epoch | kSkippedEpochBit;
-      extra->compact_call_bits = 0;
+      // Left out: the hook chains its frames at once from now on (left_out_code()). Not
+      // Thread._bootstrap's: each of its calls must come here to note a thread's start.
+      if (reinterpret_cast<PyObject*>(code) != g_thread_bootstrap_code) {
+        extra->traced_epoch = g_tracer.epoch | kSkippedEpochBit;
+        extra->compact_call_bits = 0;
+      }
       return 0;
     }
     g_session->codes.push_back(reinterpret_cast<PyObject*>(code));

@@ -42,6 +42,15 @@ FRAMESCOPE_ALWAYS_INLINE bool skipped_code(PyCodeObject* code) {
   return skipped_code_slow(code);
 }
 
+/// True when this session has left `code` out (include/exclude files, framescope's own code):
+/// the hook then chains its frames without reading the clock or registering anything, so a
+/// left-out frame costs about what the hook alone costs. False for code not decided yet (its
+/// first call goes through register_code(), which decides). Needs the GIL.
+FRAMESCOPE_ALWAYS_INLINE bool left_out_code(PyCodeObject* code) {
+  const CodeExtra* extra = find_code_extra(code);
+  return extra && extra->traced_epoch == (g_tracer.epoch | kSkippedEpochBit);
+}
+
 /// Slow path of frame_key(): registers `code` in this session. Null key (0) on failure, and for
 /// code the session does not record (skipped_code()): the caller then records nothing.
 uint64_t register_code(PyCodeObject* code, FsFrame* frame);
