@@ -12,7 +12,10 @@ in one process share it. Each traced run is divided by its neighbouring untraced
 CPU time by default, all threads included: the sampler thread's own CPU counts); the cost of a
 feature is the median, over every round of every process, of the ratio of its run to the
 framescope_nocpu run of the same round: framescope / framescope_nocpu (limit 1.03),
-framescope_mem / framescope_nocpu (limit 1.5 on the allocation-heavy workload "alloc"). The
+framescope_mem / framescope_nocpu (limit 1.5 on the allocation-heavy workload "alloc"). On fib
+two more configurations join the rounds: framescope_excluded (a session whose exclude_files leave
+every workload frame out) and noop_hook (the PEP 523 hook alone), whose ratio is what a left-out
+frame costs beyond the hook itself. The
 sampler thread's own CPU time is also read directly from its thread CPU clock, as a share of one
 core, with 1, 16 and 64 recording threads (it reads every thread's clock each period): the part
 of the cost that is the same on every workload. Prints a table per Python and writes
@@ -42,6 +45,11 @@ import tracer_overhead as to  # noqa: E402
 
 RESULTS = os.path.join(BENCH_DIR, "results", "analysis_overhead.json")
 CONFIGS = ("framescope_nocpu", "framescope", "framescope_mem")
+#: On the call-heaviest workload also: a session leaving every workload frame out by
+#: exclude_files, beside the no-op frame hook (issue 17: a left-out frame costs no more than the
+#: hook itself).
+EXCLUSION_CONFIGS = ("noop_hook", "framescope_excluded")
+EXCLUSION_WORKLOADS = ("fib",)
 WORKLOADS = ("fib", "richards", "go", "alloc")
 LIMIT_CPU = 1.03  # issue 17: CPU time costs at most 3% more
 LIMIT_MEMORY = 1.5  # issue 17: memory profiling at most 1.5x the session without it
@@ -56,12 +64,13 @@ def worker(workload: str, runs: int, scale: float) -> dict[str, Any]:
     def fn() -> Any:
         return module.run(scale)
 
+    configs = CONFIGS + (EXCLUSION_CONFIGS if workload in EXCLUSION_WORKLOADS else ())
     fn()  # warm-up, untraced: imports, caches, specialisation and the workload's own memory
-    for config in CONFIGS:  # and one traced warm-up each: the first session maps its chunks
+    for config in configs:  # and one traced warm-up each: the first session maps its chunks
         to.RUNNERS[config](fn)
     rounds: list[dict[str, Any]] = []
     for r in range(runs):
-        order = CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]
+        order = configs[r % len(configs):] + configs[:r % len(configs)]
         gc.collect()
         base = [to.run_untraced(fn)]
         traced: dict[str, Any] = {}
@@ -134,11 +143,15 @@ def median_or_none(values: list[float]) -> Optional[float]:
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     rounds = [rd for res in results for rd in res.get("rounds", [])]
-    row: dict[str, Any] = {c: median_or_none([rd["ratios"][c] for rd in rounds]) for c in CONFIGS}
+    row: dict[str, Any] = {c: median_or_none([rd["ratios"][c] for rd in rounds if c in rd["ratios"]])
+                           for c in CONFIGS + EXCLUSION_CONFIGS}
     cpu = [rd["ratios"]["framescope"] / rd["ratios"]["framescope_nocpu"] for rd in rounds]
     mem = [rd["ratios"]["framescope_mem"] / rd["ratios"]["framescope_nocpu"] for rd in rounds]
+    excluded = [rd["ratios"]["framescope_excluded"] / rd["ratios"]["noop_hook"] for rd in rounds
+                if "framescope_excluded" in rd["ratios"]]
     row["cpu_cost"] = median_or_none(cpu)
     row["memory_cost"] = median_or_none(mem)
+    row["excluded_vs_noop_hook"] = median_or_none(excluded)
     # The spread of the per-round costs: the middle half of them.
     for key, values in (("cpu_cost_iqr", cpu), ("memory_cost_iqr", mem)):
         row[key] = (statistics.quantiles(values, n=4)[0::2] if len(values) >= 4 else None)
@@ -215,6 +228,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         worst_cpu = max(cpu_costs) if cpu_costs else None
         print(f"CPU sampling: worst {to.fmt(worst_cpu, 6, 3)} (limit {LIMIT_CPU}); memory on "
               f"alloc: {to.fmt(alloc, 6, 3)} (limit {LIMIT_MEMORY})")
+        for workload in EXCLUSION_WORKLOADS:
+            r = rows.get(workload, {})
+            if r.get("excluded_vs_noop_hook"):
+                print(f"every frame left out by exclude_files ({workload}): "
+                      f"{to.fmt(r['framescope_excluded'], 5, 3)} vs no-op hook "
+                      f"{to.fmt(r['noop_hook'], 5, 3)}: {r['excluded_vs_noop_hook']:.3f}x the hook")
         share_text = []
         for sh in shares.get(py.label, []):
             if sh.get("error"):
@@ -226,6 +245,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             print("sampler thread's own CPU, share of one core: " + ", ".join(share_text))
         print()
         summary[py.label] = {"path": py.path, "rows": rows, "worst_cpu_cost": worst_cpu,
+                             "excluded_vs_noop_hook": rows.get("fib", {}).get(
+                                 "excluded_vs_noop_hook"),
                              "alloc_memory_cost": alloc, "sampler_share": shares.get(py.label)}
 
     out = {
