@@ -534,3 +534,49 @@ def test_range_counts_are_torchs_for_nested_namesakes() -> None:
     ours = {e.key: e.count for e in prof.key_averages()}
     for name in ("R", "P", "S", "mid"):
         assert ours[name] == theirs[name], (name, ours[name], theirs[name])
+
+
+def _opener() -> Any:
+    r = framescope.record_function("outliving")
+    r.__enter__()
+    time.sleep(0.004)
+    return r
+
+
+def _closer(r: Any) -> None:
+    time.sleep(0.004)
+    r.__exit__(None, None, None)
+
+
+def test_range_closed_after_its_frame_returned_counts_each_instant_once(tmp_path: Path) -> None:
+    """A range opened in one function and closed in another, on one thread: each instant is
+    the innermost open slice's, so the self times add up to the thread's time (summary,
+    key_averages and pstats), never more. Before, the range's time after its opener returned
+    was also its caller's self time (thread time 12.9 ms in a 7.7 ms session)."""
+    with framescope.profile(cpu_time=False) as prof:
+        r = _opener()
+        time.sleep(0.006)
+        _closer(r)
+    events = list(prof.events())
+    roots = [e for e in events if e.parent is None and e.duration_ns >= 0]
+    wall_ns = sum(e.duration_ns for e in roots)
+    avgs = prof.key_averages()
+    self_total_us = sum(e.self_cpu_time_total for e in avgs)
+    assert self_total_us == pytest.approx(wall_ns / 1e3, rel=1e-6, abs=1.0)
+    k = by_key(avgs)
+    caller = next(e for e in avgs if e.key.endswith("test_range_closed_after_its_frame_returned"
+                                                      "_counts_each_instant_once"))
+    assert caller.self_cpu_time_total < 6_000 + 1_000  # its own sleep, not the range's 8 ms
+    closer = next(e for e in avgs if e.key.endswith("_closer"))
+    # The range holds the time between its opener's return and its end, less its callee
+    # (_closer, which it ends inside of: _closer's last instants are its caller's).
+    assert k["outliving"].self_cpu_time_total == pytest.approx(
+        k["outliving"].cpu_time_total - closer.cpu_time_total, abs=100.0)
+    first = prof.summary().splitlines()[0]
+    recorded_ms = float(re.search(r"of the ([\d.]+) ms recorded", first).group(1))  # type: ignore[union-attr]
+    assert recorded_ms == pytest.approx(wall_ns / 1e6, abs=0.15)
+    prof.export(str(tmp_path / "t.prof"))
+    st = pstats.Stats(str(tmp_path / "t.prof"))
+    tottimes = [v[2] for v in st.stats.values()]  # type: ignore[attr-defined]
+    assert min(tottimes) >= 0
+    assert st.total_tt == pytest.approx(wall_ns / 1e9, abs=2e-4)  # type: ignore[attr-defined]

@@ -64,6 +64,7 @@ class KeyAveragesVisitor final : public TraceVisitor {
   void slice_begin(const Slice& s) override {
     Open o;
     o.index = s.index;
+    o.parent = s.parent;
     o.key = key_of(s);
     o.parent_key = stack_.empty() ? UINT32_MAX : stack_.back().key;
     o.start_ns = s.start_ns;
@@ -91,7 +92,9 @@ class KeyAveragesVisitor final : public TraceVisitor {
       if (stack_[i].index == s.index) break;
     }
     if (i >= stack_.size()) return;
-    const Open o = stack_[i];
+    Open o = stack_[i];
+    const int64_t dur = std::max<int64_t>(0, s.dur_ns);
+    hand_over_open_children(o, i, s.start_ns + dur);
     stack_.erase(stack_.begin() + long(i));
     if (o.python_pos >= 0 && size_t(o.python_pos) < python_.size()) {
       python_.erase(python_.begin() + o.python_pos);
@@ -100,10 +103,9 @@ class KeyAveragesVisitor final : public TraceVisitor {
       }
     }
     --active_[o.key];
-    const int64_t dur = std::max<int64_t>(0, s.dur_ns);
     const int64_t cpu =
         clock_ ? analysis::CpuClock::used(o.cpu_start, clock_->at(s.start_ns + dur), dur) : -1;
-    Contribution added = finish(o, dur, cpu, s.parent);
+    Contribution added = finish(o, dur, cpu, o.parent);
     if (o_.merge_nested_same_name && is_range(s.category)) end_range(s, o.key, added);
   }
 
@@ -137,6 +139,9 @@ class KeyAveragesVisitor final : public TraceVisitor {
 
   struct Open {
     uint64_t index = 0;
+    int64_t parent = -1;  // the open slice it is a child of now (see hand_over_open_children)
+    int64_t charged_ns = 0;   // its time already charged to parents that ended before it
+    int64_t charged_cpu = 0;  // the same, on CPU
     uint32_t key = 0;
     uint32_t parent_key = UINT32_MAX;
     int64_t start_ns = 0;
@@ -304,6 +309,30 @@ class KeyAveragesVisitor final : public TraceVisitor {
     return id;
   }
 
+  // The slice `o` (at stack_[at]) ends at `end_ns` while some of its children are still open: a
+  // range begun in a function and ended after it returned, on the same thread. Each instant's
+  // time belongs to the innermost open slice, so `o` keeps as child time the part of them that
+  // lay inside it, and from now on they are children of `o`'s parent (which takes the rest when
+  // they end). Charging `o` with a child's whole duration instead counted its time after `o`
+  // ended twice: as its own self time and in the self time of `o`'s parent.
+  void hand_over_open_children(Open& o, size_t at, int64_t end_ns) {
+    for (size_t j = at + 1; j < stack_.size(); ++j) {
+      Open& c = stack_[j];
+      if (c.parent != int64_t(o.index)) continue;
+      const int64_t so_far = std::max<int64_t>(0, end_ns - c.start_ns);
+      const int64_t inside = std::max<int64_t>(0, so_far - c.charged_ns);
+      o.child_ns = sat_add(o.child_ns, inside);
+      c.charged_ns = sat_add(c.charged_ns, inside);
+      if (clock_) {
+        const int64_t cpu_so_far = analysis::CpuClock::used(c.cpu_start, clock_->at(end_ns), so_far);
+        const int64_t cpu_inside = std::max<int64_t>(0, cpu_so_far - c.charged_cpu);
+        o.child_cpu = sat_add(o.child_cpu, cpu_inside);
+        c.charged_cpu = sat_add(c.charged_cpu, cpu_inside);
+      }
+      c.parent = o.parent;
+    }
+  }
+
   // Credits the ended event `o` to its key and its thread; returns what its key got.
   Contribution finish(const Open& o, int64_t dur, int64_t cpu, int64_t parent) {
     KeyAverage& k = out_.entries[o.key];
@@ -342,8 +371,9 @@ class KeyAveragesVisitor final : public TraceVisitor {
     for (size_t i = stack_.size(); i-- > 0;) {
       if (int64_t(stack_[i].index) == parent) {
         Open& p = stack_[i];
-        p.child_ns = sat_add(p.child_ns, dur);
-        if (cpu >= 0) p.child_cpu = sat_add(p.child_cpu, cpu);
+        // Less what parents that ended before `o` were charged (hand_over_open_children).
+        p.child_ns = sat_add(p.child_ns, std::max<int64_t>(0, dur - o.charged_ns));
+        if (cpu >= 0) p.child_cpu = sat_add(p.child_cpu, std::max<int64_t>(0, cpu - o.charged_cpu));
         p.child_mem = sat_add(p.child_mem, mem_total);
         return added;
       }

@@ -11,6 +11,7 @@
 // Here the contexts are the replay's slices (per thread), so the numbers are cProfile's for the
 // same calls. Python functions are keyed (file, first line, name); builtins and ranges
 // ('~', 0, name) as cProfile keys builtins; marks are left out.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -43,7 +44,7 @@ class PstatsVisitor final : public TraceVisitor {
   void begin_thread(uint32_t) override { stack_.clear(); }
   void slice_begin(const Slice& s) override {
     const uint32_t caller = stack_.empty() ? kNone : stack_.back().symbol;
-    stack_.push_back({s.index, s.symbol, caller, 0});
+    stack_.push_back({s.index, s.symbol, caller, 0, s.start_ns, 0});
     ++entries_[s.symbol].recursion;
     if (caller != kNone) ++edges_[edge_key(caller, s.symbol)].recursion;
   }
@@ -53,11 +54,23 @@ class PstatsVisitor final : public TraceVisitor {
       if (stack_[i].index == s.index) break;
     }
     if (i >= stack_.size()) return;
-    const Ctx c = stack_[i];
+    Ctx c = stack_[i];
+    // A context still open right above it (a range begun in this function and ended after it
+    // returned; what is above that one is inside it): the part of it inside this call is callee
+    // time of this call, the rest will be callee time of the context below (each instant's
+    // time is the innermost's). Its whole duration there would count its time before this
+    // return twice: in this call's inline time and in its own.
+    if (i + 1 < stack_.size()) {
+      Ctx& open = stack_[i + 1];
+      const int64_t inside =
+          std::max<int64_t>(0, s.start_ns + s.dur_ns - open.start_ns - open.handed_ns);
+      c.callee_ns += inside;
+      open.handed_ns += inside;
+    }
     stack_.erase(stack_.begin() + long(i));
     // The context now below it is the one that called it (the same unless a range outlived
-    // the frame it began in).
-    if (i > 0) stack_[i - 1].callee_ns += s.dur_ns;
+    // the frame it began in), less what contexts that ended before it took.
+    if (i > 0) stack_[i - 1].callee_ns += std::max<int64_t>(0, s.dur_ns - c.handed_ns);
     const int64_t it = s.dur_ns - c.callee_ns;
     stop(entries_[c.symbol], s.dur_ns, it);
     if (c.caller != kNone) stop(edges_[edge_key(c.caller, c.symbol)], s.dur_ns, it);
@@ -138,6 +151,8 @@ class PstatsVisitor final : public TraceVisitor {
     uint32_t symbol;
     uint32_t caller;
     int64_t callee_ns;
+    int64_t start_ns;
+    int64_t handed_ns;  // its time charged to contexts that ended before it (see slice_end)
   };
   static uint64_t edge_key(uint32_t caller, uint32_t callee) {
     return (uint64_t(caller) << 32) | callee;

@@ -1,4 +1,5 @@
 // tests/native/key_averages_test.cpp: key averages over hand-made traces, CPU clock readings.
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -239,16 +240,82 @@ TEST_F(KeyAveragesTest, CpuTimeInterpolatedPerSliceAndNeverAboveWall) {
   EXPECT_TRUE(k.threads[0].cpu_known);
 }
 
+// Replays `events` as a recorded trace's replay reports them: begins and ends in time order
+// (a range left open across its frame's return ends after that frame), which a
+// MaterializedSource, reporting by parent links, does not.
+class TimeOrderedSource final : public TraceSource {
+ public:
+  explicit TimeOrderedSource(const Trace& t) : t_(t) {}
+  uint64_t event_count() const override { return t_.events.size(); }
+  int64_t time_base_ns() const override { return 0; }
+  void visit(TraceVisitor& v) const override {
+    const TraceView view{t_.symbols, t_.threads, t_.details,       t_.warnings,
+                         t_.start_ns, t_.stop_ns, t_.dropped_events, t_.recorded_events};
+    v.begin_trace(view);
+    v.begin_thread(0);
+    std::vector<std::pair<int64_t, size_t>> order;  // (time, 2*i for a begin, 2*i+1 for an end)
+    for (size_t i = 0; i < t_.events.size(); ++i) {
+      order.emplace_back(t_.events[i].start_ns, 2 * i + 1);  // begins after ends at one time
+      order.emplace_back(t_.events[i].start_ns + t_.events[i].dur_ns, 2 * i);
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& [time, code] : order) {
+      const size_t i = code / 2;
+      const TraceEvent& e = t_.events[i];
+      Slice s;
+      s.index = i;
+      s.parent = e.parent;
+      s.start_ns = e.start_ns;
+      s.symbol = e.symbol;
+      s.depth = e.depth;
+      s.category = e.category;
+      s.dur_ns = (code & 1) ? 0 : e.dur_ns;
+      if (code & 1) {
+        v.slice_begin(s);
+      } else {
+        v.slice_end(s);
+      }
+    }
+    v.end_thread(0);
+    v.end_trace();
+  }
+
+ private:
+  const Trace& t_;
+};
+
 TEST_F(KeyAveragesTest, RangeOutlivingItsFrameLeavesTheFramesSelfTime) {
   Trace t;
   t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
   const uint32_t f = t.intern(sym("f")), r = t.intern(sym("r"));
   t.events = {ev(0, 50, -1, f, 0), ev(10, 60, 0, r, 1, EventCategory::kUserAnnotation)};
   t.stop_ns = 100;
-  const KeyAverages k = compute_key_averages(MaterializedSource(t));
+  const KeyAverages k = compute_key_averages(TimeOrderedSource(t));
   EXPECT_EQ(entry(k, t, "r").self_ns, 60);
-  EXPECT_GE(entry(k, t, "f").self_ns, 0);
-  EXPECT_LE(entry(k, t, "f").self_ns + entry(k, t, "r").self_ns, 70);
+  EXPECT_EQ(entry(k, t, "f").self_ns, 10);  // r covered f from 10 on
+  EXPECT_EQ(k.threads[0].self_ns, 70);       // f's 50 and r's 20 beyond it: once each
+}
+
+// module(0..100) > opener(10..30) > x(15..80) > closer(50..75): a range opened in one function
+// and closed in another after the first returned, on one thread. Each instant counts once, for
+// the innermost open slice, so the self times add up to the thread's 100. Before, x's time
+// after opener returned was module's self time as well.
+TEST_F(KeyAveragesTest, RangeClosedAfterItsFrameReturnedCountsEachInstantOnce) {
+  Trace t;
+  t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
+  const uint32_t m = t.intern(sym("module")), op = t.intern(sym("opener")),
+                 x = t.intern(sym("x")), cl = t.intern(sym("closer"));
+  t.events = {ev(0, 100, -1, m, 0), ev(10, 20, 0, op, 1),
+              ev(15, 65, 1, x, 2, EventCategory::kUserAnnotation), ev(50, 25, 2, cl, 3)};
+  t.stop_ns = 100;
+  const KeyAverages k = compute_key_averages(TimeOrderedSource(t));
+  EXPECT_EQ(entry(k, t, "module").self_ns, 100 - 20 - (80 - 30));
+  EXPECT_EQ(entry(k, t, "opener").self_ns, 20 - (30 - 15));
+  EXPECT_EQ(entry(k, t, "x").self_ns, 65 - 25);
+  EXPECT_EQ(entry(k, t, "closer").self_ns, 25);
+  EXPECT_EQ(k.threads[0].self_ns, 100);
+  EXPECT_EQ(entry(k, t, "module").total_ns, 100);
+  EXPECT_EQ(entry(k, t, "x").total_ns, 65);
 }
 
 // A range ended on another thread is an async span: its thread ran other slices meanwhile,
