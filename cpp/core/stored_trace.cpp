@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "framescope/key_averages.h"
 #include "session_impl.h"
 #include "stream_writer.h"
 #include "trace_part.h"
@@ -331,81 +332,6 @@ int64_t sat_add(int64_t a, int64_t b) {
   return r;
 }
 
-// Trace::stats()'s meaning over a replay: self time is the duration less the direct children's;
-// inclusive time counts a symbol only where no enclosing open event has the same symbol.
-class StatsVisitor final : public TraceVisitor {
- public:
-  explicit StatsVisitor(size_t symbols) : by_symbol_(symbols), active_(symbols, 0) {
-    for (size_t i = 0; i < symbols; ++i) by_symbol_[i].symbol = uint32_t(i);
-  }
-  void begin_thread(uint32_t) override { stack_.clear(); }
-  void slice_begin(const Slice& s) override {
-    if (s.symbol >= by_symbol_.size()) return;
-    Entry e{s.index, s.symbol, parent_symbol(), 0, active_[s.symbol] == 0};
-    ++active_[s.symbol];
-    stack_.push_back(e);
-  }
-  void slice_end(const Slice& s) override {
-    size_t i = stack_.size();
-    while (i-- > 0) {
-      if (stack_[i].index == s.index) break;
-    }
-    if (i >= stack_.size()) return;
-    const Entry e = stack_[i];
-    stack_.erase(stack_.begin() + long(i));
-    --active_[e.symbol];
-    finish(e, s.dur_ns, s.parent);
-  }
-  void async_slice(const Slice& s) override {
-    // A range ended on another thread (an async span) encloses nothing and its thread ran
-    // other slices meanwhile, which hold that time as their self time: it has a call and a
-    // total but no self time, and takes nothing from its parent's (key_averages does the same).
-    if (s.symbol >= by_symbol_.size()) return;
-    SymbolStats& st = by_symbol_[s.symbol];
-    st.calls += 1;
-    if (active_[s.symbol] == 0) st.total_ns = sat_add(st.total_ns, s.dur_ns);
-  }
-  std::vector<SymbolStats> result() {
-    std::vector<SymbolStats> out;
-    for (const SymbolStats& s : by_symbol_) {
-      if (s.calls) out.push_back(s);
-    }
-    std::sort(out.begin(), out.end(),
-              [](const SymbolStats& a, const SymbolStats& b) { return a.self_ns > b.self_ns; });
-    return out;
-  }
-
- private:
-  struct Entry {
-    uint64_t index;
-    uint32_t symbol;
-    uint32_t parent_symbol;  // UINT32_MAX at the root
-    int64_t child_ns;
-    bool outermost;
-  };
-  uint32_t parent_symbol() const { return stack_.empty() ? UINT32_MAX : stack_.back().symbol; }
-  void finish(const Entry& e, int64_t dur, int64_t parent) {
-    SymbolStats& st = by_symbol_[e.symbol];
-    st.calls += 1;
-    st.self_ns = sat_add(st.self_ns, sat_add(dur, -e.child_ns));
-    if (e.outermost) st.total_ns = sat_add(st.total_ns, dur);
-    if (parent < 0) return;
-    for (size_t i = stack_.size(); i-- > 0;) {
-      if (int64_t(stack_[i].index) == parent) {
-        stack_[i].child_ns = sat_add(stack_[i].child_ns, dur);
-        return;
-      }
-    }
-    // The parent ended first (a range that outlived the frame it started in).
-    if (e.parent_symbol < by_symbol_.size()) {
-      by_symbol_[e.parent_symbol].self_ns = sat_add(by_symbol_[e.parent_symbol].self_ns, -dur);
-    }
-  }
-  std::vector<SymbolStats> by_symbol_;
-  std::vector<uint32_t> active_;
-  std::vector<Entry> stack_;
-};
-
 }  // namespace
 
 Trace materialize(const TraceSource& source) {
@@ -416,9 +342,26 @@ Trace materialize(const TraceSource& source) {
 }
 
 std::vector<SymbolStats> compute_stats(const TraceSource& source, size_t symbol_count) {
-  StatsVisitor v(symbol_count);
-  source.visit(v);
-  return v.result();
+  // key_averages' accounting, summed per symbol: one definition of self and total time for
+  // every output (each instant is the innermost open slice's; async spans have no self time;
+  // recursion counts once in the total).
+  const KeyAverages averages = compute_key_averages(source);
+  std::vector<SymbolStats> by_symbol(symbol_count);
+  for (size_t i = 0; i < symbol_count; ++i) by_symbol[i].symbol = uint32_t(i);
+  for (const KeyAverage& k : averages.entries) {
+    if (k.symbol >= symbol_count) continue;
+    SymbolStats& st = by_symbol[k.symbol];
+    st.calls += k.count;
+    st.total_ns = sat_add(st.total_ns, k.total_ns);
+    st.self_ns = sat_add(st.self_ns, k.self_ns);
+  }
+  std::vector<SymbolStats> out;
+  for (const SymbolStats& st : by_symbol) {
+    if (st.calls) out.push_back(st);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const SymbolStats& a, const SymbolStats& b) { return a.self_ns > b.self_ns; });
+  return out;
 }
 
 }  // namespace framescope

@@ -93,7 +93,7 @@ std::vector<SymbolStats> Trace::stats() const {
   for (size_t i = 0; i < events.size(); ++i) {
     const TraceEvent& e = events[i];
     // Instants have no time; a range ended on another thread (async) has no self time and
-    // takes none from its parent (StatsVisitor in stored_trace.cpp says why).
+    // takes none from its parent (KeyAveragesVisitor::async_slice in key_averages.cpp says why).
     if (e.dur_ns < 0 || e.async_end) continue;
     self[i] = sat_add(self[i], e.dur_ns);
     if (e.parent >= 0 && events[size_t(e.parent)].dur_ns >= 0) {
