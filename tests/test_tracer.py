@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import time
 from typing import Any, Iterator
 
 import pytest
@@ -373,6 +374,27 @@ def test_memory_limit_with_python_frames(on_limit: str, checked_trace) -> None:
     calls = py_calls(prof, ": fib")
     assert 0 < len(calls) < 92735
     checked_trace(prof)  # what was kept still nests
+
+
+def test_frames_open_at_the_limit_end_where_recording_stopped() -> None:
+    """With the stop policy, a thread records nothing after the limit: the frames open then end
+    at its last recorded event (truncated), not at the session's stop. Before, the innermost
+    open call, a trivial one, held all the time the program ran unrecorded (one _work call of
+    20+ ms in a loop of 300,000)."""
+    with framescope.profile(memory_limit="1MiB", cpu_time=False) as prof:
+        for i in range(300_000):
+            _work(i)
+        time.sleep(0.05)  # unrecorded time after the limit: nobody's
+    events = list(prof.events())
+    work = [e for e in events if e.name.endswith("_work")]
+    assert prof.trace.dropped_events > 0 and work
+    assert max(e.duration_ns for e in work) < 5_000_000, max(work, key=lambda e: e.duration_ns)
+    last_end = max(e.start_ns + e.duration_ns for e in work)
+    open_at_stop = [e for e in events if e.open_at_stop]
+    assert open_at_stop and all(e.start_ns + e.duration_ns <= last_end + 1_000 for e in open_at_stop)
+    # The recorded time is the recorded window: the 50 ms sleep after the limit is not in it.
+    total_s = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1e6
+    assert total_s < (last_end - min(e.start_ns for e in events)) / 1e9 + 0.001
 
 
 def _lengths() -> int:

@@ -476,6 +476,7 @@ class Replayer {
     python_allocated_ = 0;
     stack_.clear();
     ghosts_ = 0;
+    last_ts_ = start_ns_;
     v_.begin_thread(thread_);
     for (const StoredFrame& f : t.initial) {
       open(start_ns_, sym(f.symbol), EventCategory::kPythonFunction, OpenKind::kPython, 0,
@@ -484,7 +485,14 @@ class Replayer {
   }
 
   void end_thread() {
-    while (!stack_.empty()) close_at(stack_.size() - 1, stop_ns_, true);
+    // A thread that reached the memory limit under the stop policy (it dropped events, and
+    // kept its first ones) recorded nothing after its last event: what was open then ends
+    // there, truncated. Ending it at the stop would hand the innermost open call, often a
+    // trivial one, all the time the thread ran unrecorded.
+    const PartThread& t = part_.threads[thread_i_];
+    const bool cut_at_limit = t.dropped > 0 && t.first_seq == 0;
+    const int64_t end = cut_at_limit ? std::clamp(last_ts_, start_ns_, stop_ns_) : stop_ns_;
+    while (!stack_.empty()) close_at(stack_.size() - 1, end, true);
     v_.end_thread(thread_);
     in_thread_ = false;
     ++thread_i_;
@@ -496,6 +504,7 @@ class Replayer {
     const uint64_t ticks = base_ticks_ + compact_delta(e);
     if (ticks > part_.stop_ticks) return false;
     const int64_t ts = part_.clock.to_ns(ticks);
+    last_ts_ = std::max(last_ts_, ts);
     if (compact_is_return(e)) {
       pop_kind(OpenKind::kPython, ts);
     } else if (const uint32_t index = compact_index(e); index < part_.keys.compact.size()) {
@@ -519,6 +528,7 @@ class Replayer {
       return;
     }
     const int64_t ts = clock.to_ns(raw.ticks);
+    last_ts_ = std::max(last_ts_, ts);
     const uint64_t payload = payload_of(raw.word);
     switch (kind_of(raw.word)) {
       case EventKind::kRangeBegin:
@@ -636,6 +646,7 @@ class Replayer {
   uint32_t thread_ = 0;
   std::vector<Open> stack_;
   size_t ghosts_ = 0;  // ghost entries in stack_
+  int64_t last_ts_ = 0;  // the time of the thread's latest event so far
   std::unordered_map<std::pair<uint32_t, uint64_t>, uint64_t, PairHash> async_ends_;
 };
 
