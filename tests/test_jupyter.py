@@ -85,6 +85,12 @@ def test_notebook_magics(tmp_path: Any) -> None:
     assert "framescope: trace written to cell.json" in out[1]
     cell_names = names(tmp_path / "cell.json")
     assert sum(n.endswith(": fib") for n in cell_names) == 1973 + 177  # fib(15) + fib(10) calls
+    # The cell, not the kernel: no IPython/ipykernel frames recorded, and the summary covers the
+    # cell's thread, not the kernel's waiting I/O, heartbeat and control threads.
+    assert not [n for n in cell_names if "site-packages" in n]  # the kernel's packages
+    summary = out[1][out[1].index("calls"):]
+    assert "on 1 thread" in out[1] and ": fib" in summary
+    assert not any(w in summary for w in ("select", "_watch_pipe_fd", "ParentPoller", "zmq"))
     # %framescope statement: the value is displayed, the summary has 5 rows at most
     assert "49" in out[3]
     assert any(n.endswith(": square") for n in names(tmp_path / "line.json"))

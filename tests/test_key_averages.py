@@ -580,3 +580,31 @@ def test_range_closed_after_its_frame_returned_counts_each_instant_once(tmp_path
     tottimes = [v[2] for v in st.stats.values()]  # type: ignore[attr-defined]
     assert min(tottimes) >= 0
     assert st.total_tt == pytest.approx(wall_ns / 1e9, abs=2e-4)  # type: ignore[attr-defined]
+
+
+def test_summary_of_some_threads_only() -> None:
+    """summary_table(threads=...) keeps the table, its shares and its header to those threads
+    (the Jupyter magic leaves the kernel's own threads out this way)."""
+    from framescope.analysis import summary_table
+
+    release = threading.Event()
+
+    def waiter() -> None:
+        release.wait(0.2)
+
+    with framescope.profile() as prof:
+        t = threading.Thread(target=waiter, name="idle")
+        t.start()
+        fib(16)
+        release.set()
+        t.join()
+    threads = prof.trace.threads
+    main = [i for i, th in enumerate(threads) if th[3] != "idle"]
+    idle = [i for i, th in enumerate(threads) if th[3] == "idle"]
+    assert main and idle
+    mine = summary_table(prof.trace, limit=-1, threads=main)
+    assert "on 1 thread" in mine.splitlines()[0] and ": fib" in mine and "waiter" not in mine
+    theirs = summary_table(prof.trace, limit=-1, threads=idle)
+    assert "waiter" in theirs and ": fib" not in theirs
+    fib_calls = next(e.count for e in prof.key_averages() if e.key.endswith(": fib"))
+    assert re.search(rf"^\s+{fib_calls}\s.*: fib$", mine, re.M), mine

@@ -12,7 +12,7 @@ of any thread's time. They are listed under the table, with their calls and tota
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Collection, Literal, NamedTuple
 
 from framescope import _core
 
@@ -122,6 +122,23 @@ def _async_table(rows: list[_Row], limit: int, sort_by: str) -> list[str]:
     return lines
 
 
+def _merge_threads(raw: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows of _key_averages(..., group_by_thread=True) summed per (name, category, async): the
+    rows of the threads kept, as one table (totals add up: calls on two threads do not nest)."""
+    merged: dict[tuple[Any, ...], list[Any]] = {}
+    for r in raw:
+        key = (r[0], r[1], r[13])
+        row = merged.get(key)
+        if row is None:
+            merged[key] = [*r[:2], None, *r[3:]]
+            continue
+        for i in (5, 6, 7, 10, 11, 12):  # count, total, self, memory total/self, flops
+            row[i] += r[i]
+        for i in (8, 9):  # on-CPU total/self: None without readings
+            row[i] = r[i] if row[i] is None else row[i] + (r[i] or 0)
+    return [tuple(row) for row in merged.values()]
+
+
 def _what(sort_by: str, scope: str) -> str:
     """The table's first line: what was measured, in which order, of which whole."""
     order = {"self": "self time", "total": "total time", "calls": "calls",
@@ -133,12 +150,15 @@ def _what(sort_by: str, scope: str) -> str:
 
 
 def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
-                  by_thread: bool = False) -> str:
+                  by_thread: bool = False, threads: Collection[int] | None = None) -> str:
     """Top ``limit`` functions/ranges (every one when ``limit`` < 0) by ``sort_by`` ("self", "total", "calls", "on_cpu" or
     "memory": bytes allocated in the function itself), over all threads or, with
     ``by_thread``, one table per thread. With memory samples (``profile_memory``) the table
     has the bytes allocated in each function itself and with its callees. Ranges ended on
     another thread (async spans) follow the table, with calls and total time only.
+
+    ``threads`` (thread indices) keeps the table to those threads (the others' rows and time
+    are left out, and the header counts only theirs).
 
     Raises:
         ValueError: an unknown ``sort_by``, "on_cpu" for a trace without CPU times, or
@@ -146,7 +166,15 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
     """
     if sort_by not in _SORTS:
         raise ValueError(f"sort_by must be one of {', '.join(_SORTS)}, not {sort_by!r}")
-    raw, thread_totals, has_cpu, has_memory = _core._key_averages(trace, False, 0, bool(by_thread))
+    per_thread = bool(by_thread) or threads is not None
+    raw, thread_totals, has_cpu, has_memory = _core._key_averages(trace, False, 0, per_thread)
+    if threads is not None:
+        keep = set(threads)
+        raw = [r for r in raw if r[2] in keep]
+        thread_totals = [t if i in keep else (0, None if t[1] is None else 0)
+                         for i, t in enumerate(thread_totals)]
+        if not by_thread:
+            raw = _merge_threads(raw)
     if sort_by == "on_cpu" and not has_cpu:
         raise ValueError("this trace has no CPU times (recorded with cpu_time=False, or loaded "
                          "from an older file): sort by 'self', 'total' or 'calls'")
@@ -157,7 +185,7 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
     # Async spans (ranges ended on another thread) have no self time: listed apart.
     rows = [r for r in every if not r.is_async]
     spans = [r for r in every if r.is_async]
-    threads = trace.threads
+    thread_table = trace.threads
     lines: list[str] = []
     if by_thread:
         lines.append(_what(sort_by, "each thread's own time"
@@ -168,7 +196,8 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
             if not mine and not my_spans:
                 continue
             cpu_text = f", {cpu / 1e6:.1f} ms on CPU" if cpu is not None else ""
-            lines.append(f"== {_thread_label(threads, i)}: {wall / 1e6:.1f} ms recorded{cpu_text}")
+            lines.append(f"== {_thread_label(thread_table, i)}: {wall / 1e6:.1f} ms recorded"
+                         f"{cpu_text}")
             if sort_by == "on_cpu" and cpu is None:
                 lines.append("   (no CPU readings for this thread)")
             elif mine:

@@ -5,21 +5,45 @@ Chrome trace, ``.pftrace``, ``.prof``, ``.fstrace``..., and ``.html``, a report 
 
 Options: ``-o PATH`` (default ``framescope-<cell number>.json``), ``--no-stack`` (record ranges
 only, no Python calls: ``with_stack=False``), ``--c-calls`` (builtins too), ``--torch-ops``,
-``--record-shapes``, ``-l N`` (summary rows, 0: none), ``-s self|total|calls`` (summary order).
+``--record-shapes``, ``-l N`` (summary rows, 0: none, -1: all), ``-s self|total|calls`` (summary order).
 The cell runs as a normal cell (its last expression is displayed, an exception shown); top-level
 ``await`` is not supported inside ``%%framescope``.
+
+What is profiled is the cell: the kernel's own code (IPython, ipykernel, traitlets, zmq,
+tornado, jupyter_client, comm, debugpy) is left out of the recording as ``exclude_files`` leaves
+files out (the cell's code and whatever it calls elsewhere are recorded as calls of the nearest
+recorded frame), and the summary covers the threads that ran the cell: the kernel's threads that
+were running before it (its I/O, heartbeat and control threads, mostly waiting) are in the trace
+file but not in the summary.
 """
 
 from __future__ import annotations
 
 import html
 import os
+import sys
+import threading
 from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import HTML, display
 
+from framescope.analysis import summary_table
 from framescope.profiler import profile
+
+#: The kernel's packages: their frames are the kernel running the cell, not the cell.
+_KERNEL_PACKAGES = ("IPython", "ipykernel", "traitlets", "zmq", "tornado", "jupyter_client",
+                    "comm", "debugpy")
+
+
+def _kernel_dirs() -> list[str]:
+    """Directories of the kernel's packages that are loaded (exclude_files takes directories)."""
+    dirs = []
+    for name in _KERNEL_PACKAGES:
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path:
+            dirs.append(os.path.dirname(os.path.abspath(path)))
+    return dirs
 
 
 @magics_class
@@ -51,6 +75,7 @@ class FramescopeMagics(Magics):
                 c_calls="c-calls" in opts and with_stack,
                 torch_ops="torch-ops" in opts,
                 record_shapes="record-shapes" in opts,
+                exclude_files=_kernel_dirs(),
             )
         except (RuntimeError, ValueError) as exc:
             print(f"framescope: {exc}")
@@ -59,6 +84,9 @@ class FramescopeMagics(Magics):
         if shell is None:
             print("framescope: no IPython shell to run the cell in")
             return
+        # The kernel's threads already running (I/O, heartbeat, control): not the cell's.
+        me = threading.current_thread()
+        kernel_threads = {t.native_id for t in threading.enumerate() if t is not me}
         prof.start()
         try:
             shell.run_cell(code, store_history=False)  # type: ignore[no-untyped-call]
@@ -69,8 +97,10 @@ class FramescopeMagics(Magics):
         except (OSError, ValueError) as exc:
             print(f"framescope: {exc}")
             return
-        if limit > 0:
-            print(prof.summary(limit=limit, sort_by=sort_by))  # type: ignore[arg-type]
+        if limit != 0:
+            cell_threads = [i for i, (_pid, tid, _pthread, _name) in enumerate(prof.trace.threads)
+                            if tid not in kernel_threads]
+            print(summary_table(prof.trace, limit=limit, sort_by=sort_by, threads=cell_threads))
         print(f"framescope: trace written to {output} (backend: {prof.backend})")
         if output.endswith(".html"):
             with open(output, encoding="utf-8") as f:
