@@ -133,6 +133,11 @@ class GroundTruth:
         self.idents = {t.ident: t.native_id for t in threading.enumerate() if t.native_id}
         # threading keeps the parent's id for the main thread of a forked child
         self.idents[threading.get_ident()] = self._rec.tid()
+        # framescope._core's nanobind functions (framescope.mark...) are framescope's own builtins,
+        # by identity (their type, nanobind.nb_func, is shared with other nanobind extensions).
+        import framescope._core as core
+
+        self._rec.set_own([f for f in vars(core).values() if type(f) is type(core.mark)])
         _, stacks = self._rec.start(c_calls)
         self.initial = {self.idents[i]: codes for i, codes in stacks.items() if i in self.idents}
 

@@ -104,8 +104,24 @@ static int named_framescope(const char *name) {
     return name && strncmp(name, "framescope.", 11) == 0;
 }
 
+/* framescope._core's nanobind functions (mark, record_memory...), given by set_own(): their type,
+ * nanobind.nb_func, is shared with other nanobind extensions, so they are told apart by identity. */
+static PyObject *g_own_funcs = NULL; /* a tuple */
+
+static PyObject *gt_set_own(PyObject *self, PyObject *funcs) {
+    PyObject *t = PySequence_Tuple(funcs);
+    if (!t) return NULL;
+    Py_XSETREF(g_own_funcs, t);
+    Py_RETURN_NONE;
+}
+
 static int is_framescope_own(PyObject *callable) {
     if (PyMethod_Check(callable)) callable = PyMethod_GET_FUNCTION(callable);
+    if (g_own_funcs) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(g_own_funcs); i++) {
+            if (PyTuple_GET_ITEM(g_own_funcs, i) == callable) return 1;
+        }
+    }
     if (PyCFunction_Check(callable)) {
         PyObject *self = ((PyCFunctionObject *)callable)->m_self;
         if (!self) return 0;
@@ -498,6 +514,7 @@ static PyMethodDef k_methods[] = {
     {"stop", gt_stop, METH_NOARGS, "stop() -> (stop_ns, events)"},
     {"tid", gt_tid, METH_NOARGS, "the calling thread's OS id"},
     {"method_def", gt_method_def, METH_O, "the PyMethodDef address of a builtin, or 0"},
+    {"set_own", gt_set_own, METH_O, "set_own(funcs): callables that are framescope's own builtins"},
     {NULL, NULL, 0, NULL},
 };
 

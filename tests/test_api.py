@@ -347,3 +347,35 @@ def test_merge_a_trace_from_another_process(tmp_path) -> None:
     (c,) = prof.events().named("in-child")
     (p,) = prof.events().named("in-parent")
     assert c.thread != p.thread, "the child's thread is its own track"
+
+
+def test_memory_limit_warning_is_printed_once() -> None:
+    import subprocess
+    import sys
+
+    code = ("import framescope\n"
+            "with framescope.profile(with_stack=False, memory_limit='1MiB'):\n"
+            "    for _ in range(200_000):\n"
+            "        framescope.mark('x')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("reached its memory limit") == 1, out.stderr
+    assert 'on_limit="keep_newest"' in out.stderr, out.stderr
+
+
+def test_record_memory_wrong_call_names_its_arguments() -> None:
+    with pytest.raises(TypeError, match=r"record_memory\(address: int, bytes: int, "
+                                        r"total_allocated: int, total_reserved: int = 0, "
+                                        r"device: int = -1\)"):
+        framescope.record_memory(5)  # type: ignore[call-arg]
+
+
+def test_calls_into_framescope_are_not_recorded_as_builtins() -> None:
+    with framescope.profile(c_calls=True) as prof:
+        framescope.mark("x")
+        framescope.is_enabled()
+        framescope.record_memory(1, 8, 8)
+        len([])
+    names = [e.name for e in prof.events() if e.name.startswith("<built-in")]
+    assert not [n for n in names if "nb_func" in n or "framescope" in n], names
+    assert any(e.name == "x" for e in prof.events())

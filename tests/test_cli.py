@@ -104,6 +104,35 @@ def test_missing_script_is_a_clear_error(tmp_path: Path) -> None:
     assert out.returncode == 2
 
 
+def test_unrunnable_targets_exit_as_python_does(tmp_path: Path) -> None:
+    (tmp_path / "emptydir").mkdir()
+    cases = [(["nope.py"], "[Errno 2] No such file or directory"),
+             (["emptydir"], "can't find '__main__' module"),
+             (["-m", "nonexist_mod_framescope"], "No module named nonexist_mod_framescope")]
+    for args, message in cases:
+        python = subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                                cwd=tmp_path, timeout=60)
+        out = framescope_run("--limit", "0", *args, cwd=tmp_path)
+        assert out.returncode == python.returncode, (args, out.stderr)
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0] and message in python.stderr, out.stderr
+    assert not (tmp_path / "framescope.trace.json").exists()
+
+
+def test_memory_limit_warning_is_printed_once_naming_the_flags(tmp_path: Path) -> None:
+    write(tmp_path / "long_job.py", """
+        def f():
+            pass
+        for _ in range(300_000):
+            f()
+    """)
+    out = framescope_run("--memory-limit", "1MiB", "--limit", "0", "-o", "t.json", "long_job.py",
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("reached its memory limit") == 1, out.stderr
+    assert "--on-limit keep_newest" in out.stderr and "--memory-limit" in out.stderr, out.stderr
+
+
 def test_bundled_example(tmp_path: Path) -> None:
     out = framescope_run("-o", "demo.json", str(REPO / "examples" / "demo.py"), "4000", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

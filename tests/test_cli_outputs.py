@@ -59,11 +59,18 @@ def test_extension_picks_the_format_then_convert_and_summary(prog: Path, tmp_pat
     r = cli("run", "--limit", "-1", "-o", "again.json", str(prog), cwd=tmp_path)
     assert r.returncode == 0 and ": fib" in r.stderr + r.stdout, r.stderr
     r = cli("convert", "missing.fstrace", "x.json", cwd=tmp_path)
-    assert r.returncode == 1 and "missing.fstrace" in r.stderr
+    assert r.returncode == 1 and r.stderr == (
+        "framescope convert: cannot open 'missing.fstrace': No such file or directory\n")
     r = cli("convert", "run.fstrace", "x.unknown", cwd=tmp_path)
     assert r.returncode == 1 and "cannot tell the format" in r.stderr
+    assert r.stderr.rstrip().endswith("or give -f/--format"), r.stderr
+    r = cli("convert", "run.fstrace", "x.prof.gz", cwd=tmp_path)
+    assert r.returncode == 1 and "use 'x.prof', not 'x.prof.gz'" in r.stderr, r.stderr
 
 
 def test_bad_output_choice_fails_before_running(prog: Path, tmp_path: Path) -> None:
     r = cli("run", "-o", "x.prof.gz", str(prog), cwd=tmp_path)
     assert r.returncode == 2 and "uncompressed" in r.stderr and not (tmp_path / "x.prof.gz").exists()
+    assert "use 'x.prof'" in r.stderr, r.stderr
+    r = cli("run", "-o", "x.txt", str(prog), cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.rstrip().endswith("or give -f/--format"), r.stderr

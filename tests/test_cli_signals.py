@@ -259,6 +259,34 @@ def test_unwritable_output_directory(tmp_path: Path) -> None:
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.isdir("/sys/kernel"),
+                    reason="needs root, whom os.access lets write to /sys")
+def test_output_check_really_creates_a_file(tmp_path: Path) -> None:
+    # As root, os.access says /sys is writable; creating a file there fails all the same.
+    write(tmp_path / "marker.py", "open('ran', 'w').close()\n")
+    out = subprocess.run(framescope_cmd("-o", "/sys/framescope-x.json", "marker.py"),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert not (tmp_path / "ran").exists(), "the program must not run"
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot write the trace to '/sys/framescope-x.json'" in lines[0]
+
+
+@pytest.mark.parametrize("exit_code, status", [("", 1), ("raise SystemExit(3)", 3)])
+def test_a_trace_lost_at_the_end_is_an_error(tmp_path: Path, exit_code: str,
+                                              status: int) -> None:
+    # The output directory goes away while the program runs: the trace cannot be written. The
+    # run fails (1) where the program succeeded; the program's own failure status is kept.
+    (tmp_path / "out").mkdir()
+    write(tmp_path / "p.py", f"import shutil\nshutil.rmtree('out')\nprint('ran')\n{exit_code}\n")
+    out = subprocess.run(framescope_cmd("-o", "out/t.json", "--limit", "0", "p.py"),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.stdout == "ran\n"
+    assert out.returncode == status, out.stderr
+    assert out.stderr.count("could not write the trace to out/t.json") == 1, out.stderr
+    assert "[Errno" not in out.stderr, out.stderr
+
+
 def test_version_is_the_package_version() -> None:
     out = subprocess.run([sys.executable, "-m", "framescope", "--version"], capture_output=True,
                          text=True, timeout=60)

@@ -138,3 +138,23 @@ def test_trace_file_names() -> None:
     long = trace_file_name("t.py::test[" + "x" * 500 + "]")
     assert len(long) <= 160 and long.endswith(".json")
     assert long != trace_file_name("t.py::test[" + "x" * 499 + "y]")
+
+
+def test_own_session_under_the_plugin_names_the_marker_and_one_trace_reads_singular(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_own="""
+import pytest
+import framescope
+
+def test_own_session():
+    with pytest.raises(RuntimeError) as info:
+        framescope.profile().start()
+    message = str(info.value)
+    assert "pytest plugin" in message and "@pytest.mark.no_framescope" in message, message
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--framescope=traces")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["slowest functions across 1 test, by self time:",
+                                 "framescope: 1 trace written to *traces"])

@@ -94,12 +94,13 @@ void Session::give_back_chunk(RawEvent* chunk) noexcept {
 
 void Session::warn_limit_once() noexcept {
   if (limit_warned_.exchange(true)) return;
+  // Not printed here: the Python side prints the session's warnings once, at the stop, through
+  // sys.stderr (framescope run names its own flags instead of the profile's arguments).
   char msg[200];
   std::snprintf(msg, sizeof msg,
                 "framescope: the session reached its memory limit (%zu bytes); later events are "
-                "dropped (raise memory_limit or use the keep-newest policy)",
+                "dropped (raise memory_limit or use on_limit=\"keep_newest\")",
                 config.memory_limit_bytes);
-  std::fprintf(stderr, "%s\n", msg);
   add_warning(msg);
 }
 

@@ -83,7 +83,10 @@ def mark(name: str) -> None:
 def record_memory(
     address: int, bytes: int, total_allocated: int, total_reserved: int = 0, device: int = -1
 ) -> None:
-    """Records a memory sample (bytes > 0: allocation, < 0: free) when profile_memory is on."""
+    """Records a memory sample when profile_memory is on, as torch's memory profiler reports
+    one: ``bytes`` allocated (> 0) or freed (< 0) at ``address``, the allocator's totals after it
+    (``total_allocated``, ``total_reserved``) and the device (-1: CPU). All ints; a wrong call
+    raises a TypeError showing this signature."""
 
 def label_calls(code: CodeType, label: str) -> None:
     """Shows calls of ``code`` as ``"<label>: <class of first argument>"``."""

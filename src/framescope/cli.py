@@ -19,6 +19,7 @@ from framescope import __version__, _core, clock_sync, follow, processes, ranks
 from framescope.cli_traces import (
     _FORMAT_CHOICES,
     add_trace_commands,
+    error_text,
     resolve_output,
     run_trace_command,
     stream_file,
@@ -125,7 +126,7 @@ def merge(opts: argparse.Namespace) -> int:
         prof, placed, warnings = merge_files(list(opts.inputs))
         prof.export(output, format=name)
     except (OSError, ValueError) as exc:
-        print(f"framescope merge: {exc}", file=sys.stderr)
+        print(f"framescope merge: {error_text(exc)}", file=sys.stderr)
         return 1
     for part in placed:
         print(f"framescope merge: {part.describe()}", file=sys.stderr)
@@ -165,7 +166,7 @@ def report(opts: argparse.Namespace) -> int:
         data = html_report.load(opts.trace)
         html_report.write(data, output, max_nodes=opts.max_nodes)
     except (OSError, ValueError) as exc:
-        print(f"framescope report: {exc}", file=sys.stderr)
+        print(f"framescope report: {error_text(exc)}", file=sys.stderr)
         return 1
     print(f"framescope: report written to {output}", file=sys.stderr)
     return 0
@@ -272,17 +273,23 @@ def _split_run_argv(
 
 
 def _check_output(path: str) -> str | None:
-    """Why the trace cannot be written to ``path``, or None: checked before the program runs."""
+    """Why the trace cannot be written to ``path``, or None: checked before the program runs by
+    creating (and removing) a temporary file next to it, as the final atomic write will (asking
+    os.access is not enough: root is told yes where the file system says no, e.g. in /sys)."""
     target = os.path.abspath(path)
     folder = os.path.dirname(target)
     if os.path.isdir(target):
         return f"cannot write the trace to {path!r}: it is a directory"
     if not os.path.isdir(folder):
         return f"cannot write the trace to {path!r}: no directory {folder!r}"
-    if not os.access(folder, os.W_OK | os.X_OK) or (
-        os.path.exists(target) and not os.access(target, os.W_OK)
-    ):
+    if os.path.exists(target) and not os.access(target, os.W_OK):
         return f"cannot write the trace to {path!r}: permission denied"
+    probe = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.check.tmp")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        os.unlink(probe)
+    except OSError as e:
+        return f"cannot write the trace to {path!r}: {(e.strerror or str(e)).lower()}"
     return None
 
 
@@ -329,6 +336,18 @@ def _say(text: str) -> None:
             continue
 
 
+#: The profile's arguments a warning names, as framescope run's flags.
+_CLI_FLAGS = (("raise memory_limit or use on_limit=\"keep_newest\"",
+               "raise --memory-limit or use --on-limit keep_newest"),)
+
+
+def cli_wording(warning: str) -> str:
+    """A session's warning as framescope run says it: its flags for the profile's arguments."""
+    for api, flags in _CLI_FLAGS:
+        warning = warning.replace(api, flags)
+    return warning
+
+
 class _Finisher:
     """Ends a ``framescope run``: stops the session, writes the trace, prints the summary. Once.
 
@@ -347,9 +366,11 @@ class _Finisher:
         self.interrupts = 0
         self.deferred: int | None = None  # a signal that came while the trace was written
         self.pid = os.getpid()
+        self.status = 0  # the program's exit status, as far as run() saw it end
+        self.lost = False  # the trace could not be written
 
     def install(self) -> None:
-        atexit.register(self.finish)
+        atexit.register(self._at_exit)
         # Runs first (atexit is last-in, first-out): stops the session in C, so that none of the
         # finishing code shows in the trace.
         atexit.register(_core._stop, self.prof)
@@ -404,7 +425,7 @@ class _Finisher:
                     signal.signal(signum, self._while_finishing)
         opts = self.opts
         for warning in self.prof.warnings:
-            _say(warning)
+            _say(cli_wording(warning))
         try:
             if opts.stream_to != opts.output:
                 self.prof.export(opts.output, format=opts.format)
@@ -415,7 +436,8 @@ class _Finisher:
                 # the streamed file) so that none of it is lost.
                 self.prof.save(opts.output)
         except (OSError, RuntimeError, ValueError) as e:
-            _say(f"framescope: could not write the trace to {opts.output}: {e}")
+            _say(f"framescope: could not write the trace to {opts.output}: {error_text(e)}")
+            self.lost = True
             return self._end()
         finally:
             if opts.stream_to is not None and opts.stream_to != opts.output:
@@ -436,8 +458,38 @@ class _Finisher:
         if self.deferred is not None:
             self._die(self.deferred)
 
+    def _at_exit(self) -> None:
+        """finish() at interpreter exit. A lost trace is an error: when the program itself
+        exited 0, the run exits 1 (the exit status is fixed before atexit functions run, so
+        only os._exit can change it: the rest of the interpreter's finalization is skipped,
+        once stdout and stderr are flushed). A program's own non-zero status is kept."""
+        self.finish()
+        if self.lost and self.status == 0 and os.getpid() == self.pid:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    if stream is not None:
+                        stream.flush()
+                except (OSError, ValueError, AttributeError):
+                    pass
+            os._exit(1)
+
 
 _SIGINT_HANDLER_CODE = _Finisher._on_signal.__code__
+
+
+def _has_main(path: str) -> bool:
+    """Whether python can run ``path``: a file, or a directory or zip file with a ``__main__``
+    module (else python says "can't find '__main__' module")."""
+    names = ("__main__.py", "__main__.pyc", "__main__")
+    if os.path.isdir(path):
+        return any(os.path.exists(os.path.join(path, name)) for name in names)
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                return any(n in names or n.startswith("__main__/") for n in archive.namelist())
+        except (OSError, zipfile.BadZipFile):
+            return True  # let runpy report it
+    return True
 
 
 def _load_script(path: str) -> tuple[types.CodeType, dict[str, object]] | None:
@@ -532,7 +584,7 @@ def _after_session(prof: profile, follower: follow.Follower | None) -> None:
     processes.session_stopped(prof._trace, prof._clock)
     if follower is not None:
         for warning in follower.collect(prof._trace):
-            _say(warning)
+            _say(cli_wording(warning))
 
 
 def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) -> int:
@@ -544,9 +596,16 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
                   file=sys.stderr)
             return 2
         target = target_argv[0]
+        # As python: a file it cannot open is status 2, a directory or zip file without a
+        # __main__ module status 1, each on one line.
         if not os.path.exists(target):
-            print(f"framescope run: can't open file {target!r}: no such file", file=sys.stderr)
+            print(f"framescope run: can't open file {os.path.abspath(target)!r}: [Errno 2] No "
+                  "such file or directory", file=sys.stderr)
             return 2
+        if not _has_main(target):
+            print(f"framescope run: can't find '__main__' module in {os.path.abspath(target)!r}",
+                  file=sys.stderr)
+            return 1
     try:
         output, output_format = resolve_output(opts.output, opts.format)
     except ValueError as exc:
@@ -609,7 +668,11 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
     else:
         try:
             script = _load_script(target_argv[0])
-        except (SyntaxError, OSError, ValueError) as exc:  # as python reports a script it can't run
+        except OSError as exc:  # e.g. unreadable: as python, status 2
+            print(f"framescope run: can't open file {os.path.abspath(target_argv[0])!r}: "
+                  f"[Errno {exc.errno}] {exc.strerror}", file=sys.stderr)
+            return 2
+        except (SyntaxError, ValueError) as exc:  # as python reports a script it can't run
             sys.excepthook(type(exc), exc.with_traceback(None), None)
             return 1
     recorder = None
@@ -633,9 +696,11 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
             runpy.run_path(target_argv[0], run_name="__main__")
         else:
             exec(script[0], script[1])
-    except SystemExit:
+    except SystemExit as exc:
+        finisher.status = _exit_status(exc.code)
         raise  # python exits with its code (the trace is written at exit)
     except BaseException as exc:  # noqa: BLE001 - reported as python reports it
+        finisher.status = 1
         if recorder is not None:
             recorder.dump(f"unhandled {type(exc).__name__}")
         _report(exc)
@@ -646,6 +711,15 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
             raise KeyboardInterrupt from None
         return 1
     return 0
+
+
+def _exit_status(code: object) -> int:
+    """The status python exits with for ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    return 1  # a message: printed, status 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,13 +21,27 @@ def resolve_output(output: str | None, format: str | None) -> tuple[str, str]:
     if format is not None:
         name = format_name(format)
     elif output is not None:
-        name = format_for_path(output)
+        name = format_for_path(output, "-f/--format")
     else:
         name = "chrome"
     if output is None:
         output = "framescope.trace" + EXTENSIONS[name]
     check_compression(name, output)
     return output, name
+
+
+def error_text(exc: BaseException) -> str:
+    """An error as one clean line for the command line: framescope's own OSErrors carry their
+    whole message (``framescope: cannot open 'x': No such file or directory``) as strerror,
+    which str() would wrap in ``[Errno 2] ...: 'x'``; a plain OSError reads as python's."""
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+        if text.startswith("framescope: "):
+            return text[len("framescope: "):]
+        if exc.filename is not None:
+            return f"{exc.filename!r}: {text}"
+        return text
+    return str(exc)
 
 
 def stream_file(output: str, format: str) -> str:
@@ -66,7 +80,7 @@ def run_trace_command(opts: argparse.Namespace) -> int:
     try:
         prof = load(opts.input)
     except (OSError, ValueError) as exc:
-        print(f"framescope {opts.command}: {exc}", file=sys.stderr)
+        print(f"framescope {opts.command}: {error_text(exc)}", file=sys.stderr)
         return 1
     if opts.command == "summary":
         try:
@@ -79,7 +93,7 @@ def run_trace_command(opts: argparse.Namespace) -> int:
         output, name = resolve_output(opts.output, opts.format)
         prof.export(output, format=name)
     except (OSError, ValueError) as exc:
-        print(f"framescope convert: {exc}", file=sys.stderr)
+        print(f"framescope convert: {error_text(exc)}", file=sys.stderr)
         return 1
     print(f"framescope: {opts.input} -> {output} ({name})", file=sys.stderr)
     return 0

@@ -31,8 +31,9 @@ def format_name(format: str) -> str:
     return name
 
 
-def format_for_path(path: str) -> str:
-    """The format a file name's extension names (a trailing ``.gz`` is ignored)."""
+def format_for_path(path: str, format_option: str = "format=") -> str:
+    """The format a file name's extension names (a trailing ``.gz`` is ignored). The error names
+    ``format_option`` as the other way to choose (the command line's ``-f/--format``)."""
     p = path[:-3] if path.endswith(".gz") else path
     for suffix, name in (
         (".speedscope.json", "speedscope"),
@@ -50,22 +51,23 @@ def format_for_path(path: str) -> str:
             return name
     raise ValueError(
         f"cannot tell the format from {path!r}: use .json, .json.gz, .pftrace, .speedscope.json, "
-        ".collapsed, .prof, .pstats, .fstrace or .html, or give format="
+        f".collapsed, .prof, .pstats, .fstrace or .html, or give {format_option}"
     )
 
 
 #: Formats never gzip-compressed, and why: a ``.gz`` name for them is refused, not ignored.
 _UNCOMPRESSED = {
-    "pstats": "pstats.Stats reads only uncompressed files: use .prof",
+    "pstats": "pstats.Stats reads only uncompressed files",
     "fstrace": ".fstrace files are not compressed (they are mapped when loaded)",
     "html": "the HTML report is not compressed (open it in a browser)",
 }
 
 
 def check_compression(name: str, path: str) -> None:
-    """ValueError when ``path`` asks for gzip (``.gz``) and format ``name`` is never compressed."""
+    """ValueError when ``path`` asks for gzip (``.gz``) and format ``name`` is never compressed;
+    the message suggests the name without ``.gz``."""
     if path.endswith(".gz") and name in _UNCOMPRESSED:
-        raise ValueError(f"{_UNCOMPRESSED[name]} ({path!r})")
+        raise ValueError(f"{_UNCOMPRESSED[name]}: use {path[:-3]!r}, not {path!r}")
 
 
 def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None) -> None:

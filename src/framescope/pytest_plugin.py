@@ -94,18 +94,20 @@ class Recorder:
         if item.get_closest_marker("no_framescope") is not None:
             yield
             return
-        from framescope.profiler import profile
+        from framescope import profiler
 
-        prof = profile(c_calls=self.c_calls)
+        prof = profiler.profile(c_calls=self.c_calls)
         try:
             prof.start()
         except RuntimeError as exc:  # another framescope session runs
             self.failures.append(f"{item.nodeid}: not profiled ({exc})")
             yield
             return
+        profiler._plugin_profile = prof  # names the plugin in a test's own start's error
         try:
             yield
         finally:
+            profiler._plugin_profile = None
             try:
                 prof.stop()
                 self._phases.append(prof)
@@ -155,10 +157,17 @@ class Recorder:
         tr = terminalreporter
         tr.write_sep("=", "framescope")
         if self.top > 0 and self.totals:
-            tr.write_line(f"slowest functions across {self.written} tests, by self time:")
+            tr.write_line(f"slowest functions across {_plural(self.written, 'test')}, by self "
+                          "time:")
             for line in self.table():
                 tr.write_line(line)
         for failure in self.failures:
             tr.write_line(failure)
-        tr.write_line(f"framescope: {self.written} traces written to {self.directory}")
+        tr.write_line(f"framescope: {_plural(self.written, 'trace')} written to "
+                      f"{self.directory}")
+
+
+def _plural(count: int, noun: str) -> str:
+    """``1 trace``, ``2 traces``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 

@@ -363,7 +363,12 @@ void bind_session_control(nb::module_& m) {
                                   int64_arg(total_reserved, fn, "total_reserved"), int32_t(dev));
       },
       "address"_a, "bytes"_a, "total_allocated"_a, "total_reserved"_a = 0, "device"_a = -1,
-      "Record a memory sample (bytes > 0: allocation, < 0: free) when profile_memory is on.");
+      // The signature nanobind's TypeError for a wrong call shows (ints, not `object`).
+      nb::sig("def record_memory(address: int, bytes: int, total_allocated: int, "
+              "total_reserved: int = 0, device: int = -1) -> None"),
+      "Record a memory sample when profile_memory is on: `bytes` allocated (> 0) or freed (< 0) "
+      "at `address`, the allocator's totals after it (`total_allocated`, `total_reserved`) and "
+      "the device (-1: CPU), as torch's memory profiler reports them.");
   const std::pair<const char*, PyMethodDef*> methods[] = {{"_profile_start", &kProfileStart},
                                                           {"_profile_enter", &kProfileEnter},
                                                           {"_profile_stop", &kProfileStop},

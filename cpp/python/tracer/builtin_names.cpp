@@ -1,4 +1,5 @@
 // cpp/python/tracer/builtin_names.cpp: keys and names of the builtins the fallback backends record.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -19,6 +20,11 @@ std::unordered_map<uint64_t, Symbol> g_c_symbols;
 // makes into framescope (a profile's C-written stop, record_function) are not its C calls.
 std::unordered_set<uint64_t> g_own_c_keys;
 std::vector<PyObject*> g_c_held;  // strong refs
+// framescope._core's nanobind functions (mark, record_memory, is_enabled...). Their calls are
+// keyed by their type, nanobind.nb_func (`nanobind.nb_func.__call__`), which other nanobind
+// extensions share: told apart by identity. Strong refs, for the process's life.
+uint64_t g_nb_func_key = 0;
+std::vector<PyObject*> g_own_nb_funcs;
 
 // A type as builtin names show it: `module.qualname`, or `qualname` for builtins (list,
 // functools.partial, _thread.lock, mymodule.MyList). For a static type that is its tp_name.
@@ -156,9 +162,31 @@ uint64_t c_function_key(PyObject* callable) {
 bool is_own_c_function(PyObject* callable, uint64_t key) {
   if (PyMethod_Check(callable)) {
     // A bound method wrapping a builtin: its key names `method.__call__`; ask of the function.
-    key = c_function_key(PyMethod_GET_FUNCTION(callable));  // borrowed function
+    callable = PyMethod_GET_FUNCTION(callable);  // borrowed
+    key = c_function_key(callable);
+  }
+  if (key == g_nb_func_key && key != 0) {
+    return std::find(g_own_nb_funcs.begin(), g_own_nb_funcs.end(), callable) !=
+           g_own_nb_funcs.end();
   }
   return !g_own_c_keys.empty() && g_own_c_keys.count(key) != 0;
+}
+
+void register_own_functions(PyObject* module) {
+  PyObject* dict = PyModule_GetDict(module);  // borrowed
+  PyObject* mark = dict ? PyDict_GetItemString(dict, "mark") : nullptr;  // borrowed
+  if (!mark) return;
+  PyTypeObject* nb_func = Py_TYPE(mark);
+  g_nb_func_key = reinterpret_cast<uint64_t>(nb_func) | 4;  // as c_function_key() keys it
+  PyObject* key;
+  PyObject* value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict, &pos, &key, &value)) {
+    if (Py_TYPE(value) == nb_func) {
+      Py_INCREF(value);
+      g_own_nb_funcs.push_back(value);
+    }
+  }
 }
 
 bool resolve_c_function_key(uint64_t key, Symbol& out) {

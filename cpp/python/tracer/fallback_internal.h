@@ -44,7 +44,8 @@ bool is_python_callable(PyObject* callable);
 /// The key of a builtin callable, naming it on first sight (docs/tracing.md says how). GIL.
 uint64_t c_function_key(PyObject* callable);
 /// True when `callable` (whose c_function_key() is `key`), or the function a bound method wraps,
-/// is framescope's own (its name starts with "framescope."). Needs the GIL.
+/// is framescope's own (its name starts with "framescope.", or it is one of framescope._core's
+/// nanobind functions). Needs the GIL.
 bool is_own_c_function(PyObject* callable, uint64_t key);
 bool resolve_c_function_key(uint64_t key, Symbol& out);
 void release_c_function_names();
