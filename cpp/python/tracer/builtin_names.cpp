@@ -165,9 +165,8 @@ bool is_own_c_function(PyObject* callable, uint64_t key) {
     callable = PyMethod_GET_FUNCTION(callable);  // borrowed
     key = c_function_key(callable);
   }
-  if (key == g_nb_func_key && key != 0) {
-    return std::find(g_own_nb_funcs.begin(), g_own_nb_funcs.end(), callable) !=
-           g_own_nb_funcs.end();
+  if (key == g_nb_func_key && key != 0) {  // (sorted: other nanobind modules' calls ask too)
+    return std::binary_search(g_own_nb_funcs.begin(), g_own_nb_funcs.end(), callable);
   }
   return !g_own_c_keys.empty() && g_own_c_keys.count(key) != 0;
 }
@@ -187,6 +186,7 @@ void register_own_functions(PyObject* module) {
       g_own_nb_funcs.push_back(value);
     }
   }
+  std::sort(g_own_nb_funcs.begin(), g_own_nb_funcs.end());  // binary_search in is_own_c_function
 }
 
 bool resolve_c_function_key(uint64_t key, Symbol& out) {
