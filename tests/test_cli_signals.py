@@ -272,11 +272,12 @@ def test_output_check_really_creates_a_file(tmp_path: Path) -> None:
     assert len(lines) == 1 and "cannot write the trace to '/sys/framescope-x.json'" in lines[0]
 
 
-@pytest.mark.parametrize("exit_code, status", [("", 1), ("raise SystemExit(3)", 3)])
-def test_a_trace_lost_at_the_end_is_an_error(tmp_path: Path, exit_code: str,
+@pytest.mark.parametrize("exit_code, status", [("", 0), ("raise SystemExit(3)", 3)])
+def test_a_trace_lost_at_the_end_is_said_once(tmp_path: Path, exit_code: str,
                                               status: int) -> None:
-    # The output directory goes away while the program runs: the trace cannot be written. The
-    # run fails (1) where the program succeeded; the program's own failure status is kept.
+    # The output directory goes away while the program runs: the trace cannot be written. That
+    # is said on one line; the exit status stays the program's (changing it would take
+    # os._exit, skipping the rest of the program's shutdown).
     (tmp_path / "out").mkdir()
     write(tmp_path / "p.py", f"import shutil\nshutil.rmtree('out')\nprint('ran')\n{exit_code}\n")
     out = subprocess.run(framescope_cmd("-o", "out/t.json", "--limit", "0", "p.py"),

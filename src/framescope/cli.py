@@ -366,11 +366,14 @@ class _Finisher:
         self.interrupts = 0
         self.deferred: int | None = None  # a signal that came while the trace was written
         self.pid = os.getpid()
-        self.status = 0  # the program's exit status, as far as run() saw it end
-        self.lost = False  # the trace could not be written
 
     def install(self) -> None:
-        atexit.register(self._at_exit)
+        # A trace lost at exit (the disk filled, the directory went away) is said on stderr; the
+        # exit status stays the program's: it is fixed before atexit functions run, and only
+        # os._exit() could change it, skipping the rest of the program's own shutdown (atexit
+        # functions registered before this one, such as logging's and multiprocessing's, and
+        # the flushing of its open files). A profiler must never cost the program its data.
+        atexit.register(self.finish)
         # Runs first (atexit is last-in, first-out): stops the session in C, so that none of the
         # finishing code shows in the trace.
         atexit.register(_core._stop, self.prof)
@@ -437,7 +440,6 @@ class _Finisher:
                 self.prof.save(opts.output)
         except (OSError, RuntimeError, ValueError) as e:
             _say(f"framescope: could not write the trace to {opts.output}: {error_text(e)}")
-            self.lost = True
             return self._end()
         finally:
             if opts.stream_to is not None and opts.stream_to != opts.output:
@@ -457,21 +459,6 @@ class _Finisher:
     def _end(self) -> None:
         if self.deferred is not None:
             self._die(self.deferred)
-
-    def _at_exit(self) -> None:
-        """finish() at interpreter exit. A lost trace is an error: when the program itself
-        exited 0, the run exits 1 (the exit status is fixed before atexit functions run, so
-        only os._exit can change it: the rest of the interpreter's finalization is skipped,
-        once stdout and stderr are flushed). A program's own non-zero status is kept."""
-        self.finish()
-        if self.lost and self.status == 0 and os.getpid() == self.pid:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    if stream is not None:
-                        stream.flush()
-                except (OSError, ValueError, AttributeError):
-                    pass
-            os._exit(1)
 
 
 _SIGINT_HANDLER_CODE = _Finisher._on_signal.__code__
@@ -696,11 +683,9 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
             runpy.run_path(target_argv[0], run_name="__main__")
         else:
             exec(script[0], script[1])
-    except SystemExit as exc:
-        finisher.status = _exit_status(exc.code)
+    except SystemExit:
         raise  # python exits with its code (the trace is written at exit)
     except BaseException as exc:  # noqa: BLE001 - reported as python reports it
-        finisher.status = 1
         if recorder is not None:
             recorder.dump(f"unhandled {type(exc).__name__}")
         _report(exc)
@@ -711,15 +696,6 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
             raise KeyboardInterrupt from None
         return 1
     return 0
-
-
-def _exit_status(code: object) -> int:
-    """The status python exits with for ``sys.exit(code)``."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    return 1  # a message: printed, status 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
