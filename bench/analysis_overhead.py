@@ -143,8 +143,9 @@ def median_or_none(values: list[float]) -> Optional[float]:
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     rounds = [rd for res in results for rd in res.get("rounds", [])]
-    row: dict[str, Any] = {c: median_or_none([rd["ratios"][c] for rd in rounds if c in rd["ratios"]])
-                           for c in CONFIGS + EXCLUSION_CONFIGS}
+    row: dict[str, Any] = {
+        c: median_or_none([rd["ratios"][c] for rd in rounds if c in rd["ratios"]])
+        for c in CONFIGS + EXCLUSION_CONFIGS}
     cpu = [rd["ratios"]["framescope"] / rd["ratios"]["framescope_nocpu"] for rd in rounds]
     mem = [rd["ratios"]["framescope_mem"] / rd["ratios"]["framescope_nocpu"] for rd in rounds]
     excluded = [rd["ratios"]["framescope_excluded"] / rd["ratios"]["noop_hook"] for rd in rounds

@@ -1,4 +1,4 @@
-"""What a profiling schedule costs per step: waiting, warmup and recorded steps, as ratios in one run.
+"""What a schedule costs per step: waiting, warmup and recorded steps, as ratios in one run.
 
 Issue 17 asks that waiting steps cost nothing measurable and warmup steps cost what a running
 session costs. Each fresh process of the Python under test runs a training-like loop whose step

@@ -324,7 +324,8 @@ class KeyAveragesVisitor final : public TraceVisitor {
       o.child_ns = sat_add(o.child_ns, inside);
       c.charged_ns = sat_add(c.charged_ns, inside);
       if (clock_) {
-        const int64_t cpu_so_far = analysis::CpuClock::used(c.cpu_start, clock_->at(end_ns), so_far);
+        const int64_t cpu_so_far =
+            analysis::CpuClock::used(c.cpu_start, clock_->at(end_ns), so_far);
         const int64_t cpu_inside = std::max<int64_t>(0, cpu_so_far - c.charged_cpu);
         o.child_cpu = sat_add(o.child_cpu, cpu_inside);
         c.charged_cpu = sat_add(c.charged_cpu, cpu_inside);
