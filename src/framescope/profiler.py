@@ -247,8 +247,8 @@ class profile:
             missing or unsupported (see ``framescope.torch_ops``).
         cpu_time: also measure time on CPU: a thread of the session reads every recording
             thread's CPU clock every 4 ms (the recording threads pay nothing; the sampler uses
-            0.6-0.9% of a core with one recording thread and 2-2.6% with 64, as measured in the
-            README); readers interpolate between readings (``key_averages()``'s ``on_cpu_time_total``,
+            about 0.5% of a core with one recording thread and about 1% with 64, as measured in
+            bench/README.md); readers interpolate between readings (``key_averages()``'s ``on_cpu_time_total``,
             ``summary(sort_by="on_cpu")``).
         schedule: which steps are recorded (``framescope.schedule(...)``, or any function of the
             step number returning a ProfilerAction, torch's included), with ``step()`` called
