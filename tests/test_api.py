@@ -359,7 +359,8 @@ def test_memory_limit_warning_is_printed_once() -> None:
             "        framescope.mark('x')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stderr.count("reached its memory limit") == 1, out.stderr
+    assert out.stderr.count("reached its memory limit") == 1, out.stderr  # at the stop
+    assert out.stderr.count("recording stops here") == 1, out.stderr  # as it happened
     assert 'on_limit="keep_newest"' in out.stderr, out.stderr
 
 

@@ -129,7 +129,8 @@ def test_memory_limit_warning_is_printed_once_naming_the_flags(tmp_path: Path) -
     out = framescope_run("--memory-limit", "1MiB", "--limit", "0", "-o", "t.json", "long_job.py",
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stderr.count("reached its memory limit") == 1, out.stderr
+    assert out.stderr.count("reached its memory limit") == 1, out.stderr  # at the stop
+    assert out.stderr.count("recording stops here") == 1, out.stderr  # as it happened
     assert "--on-limit keep_newest" in out.stderr and "--memory-limit" in out.stderr, out.stderr
 
 

@@ -94,8 +94,13 @@ void Session::give_back_chunk(RawEvent* chunk) noexcept {
 
 void Session::warn_limit_once() noexcept {
   if (limit_warned_.exchange(true)) return;
-  // Not printed here: the Python side prints the session's warnings once, at the stop, through
-  // sys.stderr (framescope run names its own flags instead of the profile's arguments).
+  // A one-line notice now, as it happens (a long run should not learn of it only at its end);
+  // the warning with the remedy (which framescope run words with its own flags) and the count
+  // is printed once, at the stop, from the session's warnings.
+  std::fprintf(stderr,
+               "framescope: memory limit (%zu bytes) reached: recording stops here; what follows "
+               "is counted as dropped\n",
+               config.memory_limit_bytes);
   char msg[200];
   std::snprintf(msg, sizeof msg,
                 "framescope: the session reached its memory limit (%zu bytes); later events are "
