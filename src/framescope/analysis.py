@@ -151,9 +151,9 @@ def _what(sort_by: str, scope: str) -> str:
 
 def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
                   by_thread: bool = False, threads: Collection[int] | None = None) -> str:
-    """Top ``limit`` functions/ranges (every one when ``limit`` < 0) by ``sort_by`` ("self", "total", "calls", "on_cpu" or
-    "memory": bytes allocated in the function itself), over all threads or, with
-    ``by_thread``, one table per thread. With memory samples (``profile_memory``) the table
+    """Top ``limit`` functions/ranges (every one when ``limit`` < 0) by ``sort_by`` ("self",
+    "total", "calls", "on_cpu" or "memory": bytes allocated in the function itself), over all
+    threads or, with ``by_thread``, one table per thread. With memory samples (``profile_memory``) the table
     has the bytes allocated in each function itself and with its callees. Ranges ended on
     another thread (async spans) follow the table, with calls and total time only.
 

@@ -5,7 +5,8 @@ Chrome trace, ``.pftrace``, ``.prof``, ``.fstrace``..., and ``.html``, a report 
 
 Options: ``-o PATH`` (default ``framescope-<cell number>.json``), ``--no-stack`` (record ranges
 only, no Python calls: ``with_stack=False``), ``--c-calls`` (builtins too), ``--torch-ops``,
-``--record-shapes``, ``-l N`` (summary rows, 0: none, -1: all), ``-s self|total|calls`` (summary order).
+``--record-shapes``, ``-l N`` (summary rows, 0: none, -1: all), ``-s self|total|calls`` (summary
+order).
 The cell runs as a normal cell (its last expression is displayed, an exception shown); top-level
 ``await`` is not supported inside ``%%framescope``.
 
