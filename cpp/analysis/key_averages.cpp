@@ -379,8 +379,9 @@ class KeyAveragesVisitor final : public TraceVisitor {
         return added;
       }
     }
-    // The parent ended first (a range that outlived the frame it began in): its time leaves the
-    // parent's self time after the fact, as it would have had it ended in time.
+    // A parent link to no open slice (a range outliving the frame it began in is handed to the
+    // frame's parent first, hand_over_open_children; only inconsistent hand-made sources get
+    // here): its time leaves the self time of the key that was innermost when it began.
     if (o.parent_key < out_.entries.size()) {
       KeyAverage& pk = out_.entries[o.parent_key];
       const int64_t take = std::min(dur, pk.self_ns);

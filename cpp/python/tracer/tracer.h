@@ -28,7 +28,7 @@ extern TracerState g_tracer;
 
 /// CodeExtra::traced_epoch of a code object whose frames this session does not record
 /// (code_filter.h): the session's epoch with this bit, so that registered_fast_code() fails for
-/// it and register_code() answers 0 (record nothing, chain) at once.
+/// it, left_out_code() holds, and register_code() answers 0 (record nothing, chain) at once.
 constexpr uint64_t kSkippedEpochBit = uint64_t(1) << 63;
 
 /// skipped_code() of a code object not registered in this session yet (a frame that was running
