@@ -13,6 +13,7 @@ void bind_session(nb::module_& m);
 void bind_session_control(nb::module_& m);  // bindings/session_control.cpp
 void bind_trace(nb::module_& m);
 void bind_analysis(nb::module_& m);         // bindings/bindings_analysis.cpp
+void bind_tables(nb::module_& m);           // bindings/bindings_tables.cpp
 void bind_snapshot(nb::module_& m);         // bindings/bindings_snapshot.cpp
 void bind_trace_processes(nb::module_& m);  // bindings/bindings_processes.cpp
 bool bench_hooks_init(PyObject* module);    // bench/bench_hooks.cpp (benchmarks)
@@ -38,6 +39,7 @@ NB_MODULE(_core, m) {
   nb::set_leak_warnings(leak_warnings && std::strcmp(leak_warnings, "1") == 0);
   framescope::py::bind_trace(m);
   framescope::py::bind_analysis(m);
+  framescope::py::bind_tables(m);
   framescope::py::bind_snapshot(m);
   framescope::py::bind_trace_processes(m);
   framescope::py::bind_session(m);

@@ -7,7 +7,7 @@ all into one timeline per thread.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from framescope._core import is_enabled, mark, record_function, record_memory
 from framescope import eval_frame
@@ -36,6 +36,7 @@ __all__ = [
     "record_memory",
     "schedule",
     "ScheduleError",
+    "sql",
     "trace_handler",
 ]
 
@@ -43,6 +44,17 @@ __all__ = [
 def get_include() -> str:
     """Directory holding ``framescope/c_api.h`` and the C++ headers, for extension builds."""
     return os.path.join(os.path.dirname(__file__), "include")
+
+
+def sql(path: str | os.PathLike[str], query: str,
+        result: Literal["pandas", "arrow"] = "pandas") -> Any:
+    """Runs SQL (DuckDB) on a saved trace, a .parquet export or a dataset directory; returns a
+    pandas DataFrame (``result="arrow"``: a pyarrow Table). The table is ``events``; named views
+    and macros are listed in framescope.tables.sql and docs/tables.md. Needs
+    ``pip install 'framescope[sql]'``."""
+    from framescope.tables.sql import sql as run
+
+    return run(path, query, result)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -245,6 +245,22 @@ def _key_averages(
     count, total ns, self ns, on-CPU total ns, on-CPU self ns, memory total, memory self, flops,
     is_async, top_level, file, line); per thread (self ns, on-CPU self ns); has_cpu; has_memory."""
 
+# --- tables (cpp/export/columnar_batches.cpp, cpp/python/bindings/bindings_tables.cpp)
+
+#: Row kinds of the Parquet export, by kind number: python, c, op, range, instant, scope, memory.
+_ROW_KINDS: list[str]
+
+def _column_batches(trace: Trace, sink: Callable[[dict[str, Any]], object],
+                    batch_rows: int = 1048576, offset_ns: int = 0) -> None:
+    """Replays ``trace`` into batches of ``batch_rows`` rows, calling ``sink`` with each: a
+    dict of "rows", per-row columns (buffer-protocol arrays over the batch's own memory: "id",
+    "parent_id", "start_ns", "dur_ns", "self_ns", "cpu_ns", "cpu_self_ns", "alloc_bytes",
+    "alloc_self_bytes", "flops" int64; "thread", "name" uint32; "depth", "detail" int32;
+    "kind", "is_async", "recursive" uint8), "symbols" (names, files, lines, functions of the
+    batch's name numbers), "args" (JSON per detail number), "any_cpu_known",
+    "any_cpu_unknown". ``offset_ns`` is added to every start. What ``sink`` raises ends the
+    replay and propagates."""
+
 def _noop_eval_hook(enable: bool) -> None:
     """Installs (or removes) a PEP 523 hook that does nothing: the limit of any frame-hook tracer
     (bench/tracer_overhead.py)."""

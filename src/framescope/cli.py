@@ -26,6 +26,13 @@ from framescope.cli_traces import (
 )
 from framescope.flight_recorder import FlightRecorder, parse_signal
 from framescope.profiler import parse_memory_limit, profile
+from framescope.tables._cli import (
+    TABLE_COMMANDS,
+    add_table_commands,
+    report_diff,
+    run_table_command,
+    write_dataset_command,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     add_trace_commands(sub)
     _add_report_parser(sub)
     _add_merge_parser(sub)
+    add_table_commands(sub)
     return parser
 
 
@@ -120,7 +128,10 @@ def _add_merge_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def merge(opts: argparse.Namespace) -> int:
     from framescope.merge import merge_files
+    from framescope.tables._dataset import is_dataset_output
 
+    if opts.output is not None and is_dataset_output(opts.output):  # merge ... -o DIR/
+        return write_dataset_command("merge", list(opts.inputs), opts.output)
     try:
         output, name = resolve_output(opts.output or "merged.pftrace", opts.format)
         prof, placed, warnings = merge_files(list(opts.inputs))
@@ -145,9 +156,13 @@ def _add_report_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     report = sub.add_parser(
         "report",
         help="write a self-contained HTML report (flame graph per thread, summary table)",
-        usage="framescope report TRACE [-o report.html]",
+        usage="framescope report TRACE [-o report.html] | framescope report --diff A B "
+              "[-o diff.html]",
     )
-    report.add_argument("trace", help="a saved framescope trace (.fstrace) or a Chrome JSON "
+    report.add_argument("--diff", nargs=2, metavar=("A", "B"), default=None,
+                        help="instead: the comparison of two runs (or groups of runs A1,A2,A3) "
+                             "as framescope diff prints it, as a page")
+    report.add_argument("trace", nargs="?", default=None, help="a saved framescope trace (.fstrace) or a Chrome JSON "
                                       "trace (.json, .json.gz: framescope's, torch.profiler's)")
     report.add_argument("-o", "--output", default=None,
                         help="HTML file to write (default: TRACE with .html)")
@@ -158,6 +173,14 @@ def _add_report_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
 def report(opts: argparse.Namespace) -> int:
     from framescope import report as html_report
 
+    if opts.diff is not None:
+        if opts.trace is not None:
+            print("framescope report: give a TRACE or --diff A B, not both", file=sys.stderr)
+            return 2
+        return report_diff(opts.diff[0], opts.diff[1], opts.output)
+    if opts.trace is None:
+        print("framescope report: give a TRACE (or --diff A B)", file=sys.stderr)
+        return 2
     output = opts.output
     if output is None:
         base = opts.trace[:-3] if opts.trace.endswith(".gz") else opts.trace
@@ -711,6 +734,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report(opts)
     if opts.command == "merge":
         return merge(opts)
+    if opts.command in TABLE_COMMANDS:
+        return run_table_command(opts)
     return run_trace_command(opts)
 
 

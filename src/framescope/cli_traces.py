@@ -9,7 +9,8 @@ import sys
 
 from framescope.export import EXTENSIONS, check_compression, format_for_path, format_name
 
-_FORMAT_CHOICES = ["chrome", "perfetto", "pstats", "speedscope", "collapsed", "fstrace", "html"]
+_FORMAT_CHOICES = ["chrome", "perfetto", "pstats", "speedscope", "collapsed", "fstrace", "html",
+                   "parquet"]
 
 
 def resolve_output(output: str | None, format: str | None) -> tuple[str, str]:
@@ -57,10 +58,16 @@ def add_trace_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     convert = sub.add_parser(
         "convert",
         help="write a saved trace (.fstrace) in another format",
-        usage="framescope convert [-f FORMAT] in.fstrace out.EXT",
+        usage="framescope convert [-f FORMAT] in.fstrace out.EXT | "
+              "framescope convert rank*.fstrace --to DIR",
     )
-    convert.add_argument("input", help="a trace saved with profile.save() or -o x.fstrace")
-    convert.add_argument("output", help="the file to write; its extension picks the format")
+    convert.add_argument("paths", nargs="+", metavar="PATH",
+                         help="in.fstrace out.EXT: a trace saved with profile.save() or "
+                              "-o x.fstrace, and the file to write (its extension picks the "
+                              "format); with --to: the traces to write as a dataset")
+    convert.add_argument("--to", default=None, metavar="DIR",
+                         help="write the traces (one per rank) as a Hive-partitioned Parquet "
+                              "dataset DIR/rank=N/part-K.parquet, on the merged clock")
     convert.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
                          help="output format (default: from the output's extension)")
     summary = sub.add_parser("summary", help="print the summary table of a saved trace")
@@ -74,8 +81,32 @@ def add_trace_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
                          help="one table per thread, in percent of its own time")
 
 
+def _convert_paths(opts: argparse.Namespace) -> str | None:
+    """Sets opts.input/opts.output from convert's paths; an error text when they do not fit."""
+    if opts.to is not None:
+        return None
+    if len(opts.paths) != 2:
+        return ("give one trace and the file to write (framescope convert in.fstrace out.EXT), "
+                "or several traces and --to DIR")
+    opts.input, opts.output = opts.paths
+    return None
+
+
 def run_trace_command(opts: argparse.Namespace) -> int:
     from framescope.profiler import load
+
+    if opts.command == "convert":
+        from framescope.tables._cli import write_dataset_command
+        from framescope.tables._dataset import is_dataset_output
+
+        problem = _convert_paths(opts)
+        if problem:
+            print(f"framescope convert: error: {problem}", file=sys.stderr)
+            return 2
+        if opts.to is not None:
+            return write_dataset_command("convert", list(opts.paths), opts.to)
+        if is_dataset_output(opts.output):  # convert in.fstrace DIR/
+            return write_dataset_command("convert", [opts.input], opts.output)
 
     try:
         prof = load(opts.input)

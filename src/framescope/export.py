@@ -17,6 +17,7 @@ EXTENSIONS = {
     "collapsed": ".collapsed",
     "fstrace": ".fstrace",
     "html": ".html",
+    "parquet": ".parquet",
 }
 _ALIASES = {"json": "chrome", "pftrace": "perfetto", "prof": "pstats", "folded": "collapsed"}
 
@@ -46,12 +47,13 @@ def format_for_path(path: str, format_option: str = "format=") -> str:
         (".folded", "collapsed"),
         (".fstrace", "fstrace"),
         (".html", "html"),
+        (".parquet", "parquet"),
     ):
         if p.endswith(suffix):
             return name
     raise ValueError(
         f"cannot tell the format from {path!r}: use .json, .json.gz, .pftrace, .speedscope.json, "
-        f".collapsed, .prof, .pstats, .fstrace or .html, or give {format_option}"
+        f".collapsed, .prof, .pstats, .fstrace, .html or .parquet, or give {format_option}"
     )
 
 
@@ -60,6 +62,7 @@ _UNCOMPRESSED = {
     "pstats": "pstats.Stats reads only uncompressed files",
     "fstrace": ".fstrace files are not compressed (they are mapped when loaded)",
     "html": "the HTML report is not compressed (open it in a browser)",
+    "parquet": "Parquet files are compressed inside (zstd)",
 }
 
 
@@ -85,6 +88,10 @@ def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None 
         from framescope import report
 
         report.write(report.from_trace(trace, os.path.basename(p)), p)
+    elif name == "parquet":  # native rows written by pyarrow (framescope.tables)
+        from framescope.tables._parquet import write_parquet
+
+        write_parquet(trace, p)
     else:
         trace.export(p, name)
 

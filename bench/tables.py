@@ -1,0 +1,189 @@
+"""Tables benchmark: the Parquet export's speed, size and memory, and SQL over 100 M rows.
+
+    python bench/tables.py [--events 40e6] [--sql-rows 100e6] [--output bench/results/tables.json]
+
+- a streamed session of --events recorded events (fib on four threads, as bench/export.py's
+  streamed run; an "event" is a recorded call or return, so a Parquet row (a slice) is two
+  events, the unit of bench/export.py and of the issue's "events/s");
+- its export to Parquet in a fresh process restricted to one core (pyarrow's CPU and I/O pools
+  set to one thread, the process pinned to one CPU when possible): events/s and rows/s (wall
+  and CPU), bytes per event and per row on disk, the process's peak RSS (VmHWM);
+- `framescope sql DIR "SELECT name, count(*), sum(self_ns) ... GROUP BY name"` over a dataset of
+  --sql-rows rows (the export's file repeated as rank partitions), as a command in a fresh
+  process: the query's time, the whole command's time and its peak RSS;
+- the load average before and after, since the machine may be shared.
+
+Targets (issue 26): export >= 10 M events/s on one core, <= 8 bytes/event, peak RSS <= 512 MB;
+GROUP BY over 100 M rows <= 3 s and <= 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGETS = {"export_events_per_s": 10e6, "bytes_per_event": 8.0, "export_peak_rss_mb": 512,
+           "sql_rows": 100e6, "sql_s": 3.0, "sql_peak_rss_mb": 1024}
+
+RECORD_CHILD = r"""
+import math, sys, threading, framescope
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def calls(n):
+    a, b = 1, 1
+    for _ in range(n - 1):
+        a, b = b, a + b + 1
+    return b
+target, path = float(sys.argv[1]), sys.argv[2]
+n = 20
+while 4 * 2 * calls(n + 1) <= target:
+    n += 1
+rounds = max(1, math.ceil(target / (4 * 2 * calls(n))))
+def work():
+    for _ in range(rounds):
+        fib(n)
+with framescope.profile(stream_to=path) as prof:
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+print(prof.trace.recorded_events)
+"""
+
+EXPORT_CHILD = r"""
+import json, os, resource, sys, time
+try:
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+except (AttributeError, OSError):
+    pass
+import pyarrow as pa
+pa.set_cpu_count(1)
+pa.set_io_thread_count(1)
+import framescope
+from framescope.tables import write_parquet
+prof = framescope.load(sys.argv[1])
+events = prof.trace.recorded_events
+c0, t0 = time.process_time(), time.perf_counter()
+rows = write_parquet(prof.trace, sys.argv[2])
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+with open("/proc/self/status") as f:
+    hwm = [int(l.split()[1]) / 1024 for l in f if l.startswith("VmHWM:")][0]
+print(json.dumps({"events": events, "rows": rows, "wall_s": wall, "cpu_s": cpu,
+                  "peak_rss_mb": hwm}))
+"""
+
+SQL_QUERY = ("SELECT name, count(*) AS calls, sum(self_ns) AS self_ns FROM events "
+             "GROUP BY name ORDER BY self_ns DESC")
+
+SQL_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from framescope.tables import connect
+with connect(sys.argv[1]) as con:
+    rows = con.execute("SELECT count(*) FROM events").fetchone()[0]
+    t1 = time.perf_counter()
+    result = con.execute(sys.argv[2]).fetchall()
+    q = time.perf_counter() - t1
+with open("/proc/self/status") as f:
+    hwm = [int(l.split()[1]) / 1024 for l in f if l.startswith("VmHWM:")][0]
+print(json.dumps({"rows": rows, "query_s": q, "groups": len(result), "peak_rss_mb": hwm}))
+"""
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def child(code: str, *args: str) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=float, default=40e6)
+    ap.add_argument("--sql-rows", type=float, default=100e6)
+    ap.add_argument("--output", default=os.path.join(HERE, "results", "tables.json"))
+    ap.add_argument("--keep", default=None, help="directory to keep the files in")
+    args = ap.parse_args()
+    tmp = args.keep or tempfile.mkdtemp(prefix="fs-tables-bench-")
+    os.makedirs(tmp, exist_ok=True)
+    try:
+        result: dict[str, Any] = {"python": platform.python_version(),
+                                  "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                                  "cpus": os.cpu_count(), "loadavg_before": loadavg()}
+        fstrace = os.path.join(tmp, "big.fstrace")
+        t = time.perf_counter()
+        if not os.path.exists(fstrace):
+            subprocess.run([sys.executable, "-c", RECORD_CHILD, str(args.events), fstrace],
+                           check=True, capture_output=True)
+        result["record_s"] = round(time.perf_counter() - t, 1)
+        parquet = os.path.join(tmp, "big.parquet")
+        e = child(EXPORT_CHILD, fstrace, parquet)
+        size = os.path.getsize(parquet)
+        export = {
+            "events": e["events"], "rows": e["rows"], "wall_s": round(e["wall_s"], 2),
+            "cpu_s": round(e["cpu_s"], 2),
+            "events_per_s": round(e["events"] / e["wall_s"]),
+            "events_per_cpu_s": round(e["events"] / e["cpu_s"]),
+            "rows_per_s": round(e["rows"] / e["wall_s"]),
+            "file_bytes": size, "fstrace_bytes": os.path.getsize(fstrace),
+            "bytes_per_event": round(size / e["events"], 3),
+            "bytes_per_row": round(size / e["rows"], 3),
+            "peak_rss_mb": round(e["peak_rss_mb"], 1),
+        }
+        result["export"] = export
+        print(f"export: {e['events']:,} events ({e['rows']:,} rows) in {e['wall_s']:.2f} s "
+              f"wall, {e['cpu_s']:.2f} s CPU: {export['events_per_s'] / 1e6:.1f} M events/s "
+              f"(target 10), {export['bytes_per_event']} B/event (target 8), peak RSS "
+              f"{export['peak_rss_mb']} MB (target 512)")
+        # A dataset of about --sql-rows rows: the export's file as that many rank partitions.
+        copies = max(1, math.ceil(args.sql_rows / e["rows"]))
+        ds = os.path.join(tmp, "ds")
+        shutil.rmtree(ds, ignore_errors=True)
+        for r in range(copies):
+            os.makedirs(os.path.join(ds, f"rank={r}"))
+            os.link(parquet, os.path.join(ds, f"rank={r}", "part-0.parquet"))
+        t = time.perf_counter()
+        s = child(SQL_CHILD, ds, SQL_QUERY)
+        command_s = time.perf_counter() - t
+        result["sql"] = {"rows": s["rows"], "query": SQL_QUERY, "query_s": round(s["query_s"], 2),
+                         "command_s": round(command_s, 2), "groups": s["groups"],
+                         "peak_rss_mb": round(s["peak_rss_mb"], 1),
+                         "rows_per_s": round(s["rows"] / s["query_s"])}
+        print(f"sql: GROUP BY name over {s['rows']:,} rows in {s['query_s']:.2f} s "
+              f"(command {command_s:.2f} s; target 3), peak RSS {s['peak_rss_mb']:.0f} MB "
+              f"(target 1024)")
+        result["loadavg_after"] = loadavg()
+        result["targets"] = TARGETS
+        result["met"] = {
+            "export_events_per_s": export["events_per_s"] >= TARGETS["export_events_per_s"],
+            "bytes_per_event": export["bytes_per_event"] <= TARGETS["bytes_per_event"],
+            "export_peak_rss_mb": export["peak_rss_mb"] <= TARGETS["export_peak_rss_mb"],
+            "sql_s": s["query_s"] <= TARGETS["sql_s"],
+            "sql_peak_rss_mb": s["peak_rss_mb"] <= TARGETS["sql_peak_rss_mb"],
+        }
+        print(f"load average before {result['loadavg_before']}, after {result['loadavg_after']}")
+        os.makedirs(os.path.dirname(args.output), exist_ok=True)
+        with open(args.output, "w") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+        print(f"results: {args.output}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

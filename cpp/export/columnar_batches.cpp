@@ -1,0 +1,340 @@
+// cpp/export/columnar_batches.cpp: a replay as column batches with self/CPU/alloc times (Parquet).
+#include "framescope/columnar_batches.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cpu_clock.h"
+#include "framescope/chrome_trace.h"
+
+namespace framescope {
+
+const char* const kRowKindNames[7] = {"python", "c", "op", "range", "instant", "scope", "memory"};
+
+namespace {
+
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
+void put_double(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  out += buf;
+}
+
+// The per-row columns of a batch, reserved once: a batch is filled by push_back only.
+void reserve(ColumnBatch& b, size_t n) {
+  for (auto* v : {&b.id, &b.parent, &b.start_ns, &b.dur_ns, &b.self_ns, &b.cpu_ns, &b.cpu_self_ns,
+                  &b.alloc_bytes, &b.alloc_self_bytes, &b.flops}) {
+    v->reserve(n);
+  }
+  b.thread.reserve(n);
+  b.name.reserve(n);
+  b.depth.reserve(n);
+  b.detail.reserve(n);
+  b.kind.reserve(n);
+  b.is_async.reserve(n);
+  b.recursive.reserve(n);
+}
+
+// The time rules are key_averages' (cpp/analysis/key_averages.cpp, ungrouped): self time is the
+// duration less the direct children's, a range outliving the frame it began in is handed to
+// the frame's parent at the frame's end, async ranges have no self time, memory samples are
+// charged to the innermost open slice of their thread. So that SQL over the rows gives the same
+// self and total times as key_averages() (tests/test_tables.py checks it).
+class ColumnarVisitor final : public TraceVisitor {
+ public:
+  ColumnarVisitor(const ColumnarOptions& o, const std::function<void(ColumnBatch&)>& sink)
+      : o_(o), sink_(sink) {
+    if (o_.batch_rows == 0) o_.batch_rows = 1;
+  }
+
+  void begin_trace(const TraceView& view) override {
+    view_ = &view;
+    local_symbol_.assign(view.symbols.size() + 1, UINT32_MAX);
+    active_.assign((view.symbols.size() + 1) * kKeys, 0);
+    start_batch();
+  }
+
+  void begin_thread(uint32_t thread) override {
+    thread_ = thread;
+    stack_.clear();
+    clock_.reset();
+    if (thread < view_->threads.size() && !view_->threads[thread].cpu_samples.empty()) {
+      clock_ = std::make_unique<analysis::CpuClock>(view_->threads[thread].cpu_samples);
+    }
+  }
+
+  void slice_begin(const Slice& s) override {
+    Open o;
+    o.slice = s;
+    o.parent_now = s.parent;
+    o.cpu_start = clock_ ? clock_->at(s.start_ns) : 0;
+    const size_t key = key_of(s);
+    o.recursive = active_[key] != 0;
+    ++active_[key];
+    stack_.push_back(o);
+  }
+
+  void slice_end(const Slice& s) override {
+    size_t i = stack_.size();
+    while (i-- > 0) {
+      if (stack_[i].slice.index == s.index) break;
+    }
+    if (i >= stack_.size()) return;
+    Open o = stack_[i];
+    const int64_t dur = std::max<int64_t>(0, s.dur_ns);
+    hand_over_open_children(o, i, s.start_ns + dur);
+    stack_.erase(stack_.begin() + long(i));
+    --active_[key_of(o.slice)];
+    const int64_t cpu =
+        clock_ ? analysis::CpuClock::used(o.cpu_start, clock_->at(s.start_ns + dur), dur) : -1;
+    const int64_t self = std::max<int64_t>(0, dur - o.child_ns);
+    const int64_t cpu_self = cpu >= 0 ? std::max<int64_t>(0, cpu - o.child_cpu) : -1;
+    const int64_t mem_total = sat_add(o.mem_direct, o.child_mem);
+    for (size_t j = stack_.size(); j-- > 0;) {
+      if (int64_t(stack_[j].slice.index) == o.parent_now) {
+        Open& p = stack_[j];
+        p.child_ns = sat_add(p.child_ns, std::max<int64_t>(0, dur - o.charged_ns));
+        if (cpu >= 0) p.child_cpu = sat_add(p.child_cpu, std::max<int64_t>(0, cpu - o.charged_cpu));
+        p.child_mem = sat_add(p.child_mem, mem_total);
+        break;
+      }
+    }
+    row(s, dur, self, cpu, cpu_self, mem_total, o.mem_direct, o.recursive);
+  }
+
+  void instant(const Slice& s) override { row(s, 0, 0, -1, -1, 0, 0, false); }
+
+  void async_slice(const Slice& s) override {
+    // Ends on another thread: a total, no self time, no part in its parent's time (as
+    // key_averages' async entries).
+    row(s, std::max<int64_t>(0, s.dur_ns), 0, -1, -1, 0, 0, false);
+  }
+
+  void memory(const MemorySample& m) override {
+    if (m.thread == thread_ && !stack_.empty()) {
+      stack_.back().mem_direct = sat_add(stack_.back().mem_direct, m.bytes);
+    }
+    if (m.device == kPythonAllocatorDevice) return;  // charged to the slice, not a row
+    // A record_memory() sample: a counter row of its own.
+    Slice s;
+    s.start_ns = m.time_ns;
+    s.thread = m.thread;
+    s.symbol = uint32_t(view_->symbols.size());
+    s.depth = uint32_t(stack_.size());
+    s.parent = stack_.empty() ? -1 : int64_t(stack_.back().slice.index);
+    memory_json_.clear();
+    memory_json_ += "{\"address\": " + std::to_string(m.address);
+    memory_json_ += ", \"total_allocated\": " + std::to_string(m.total_allocated);
+    memory_json_ += ", \"total_reserved\": " + std::to_string(m.total_reserved);
+    memory_json_ += ", \"device\": " + std::to_string(m.device) + "}";
+    push(s, RowKind::kMemory, -1, 0, 0, -1, -1, 0, m.bytes, false, &memory_json_);
+  }
+
+  void end_trace() override {
+    if (batch_.rows) flush();
+  }
+
+ private:
+  // Keys of the recursion test: symbol x category x asyncness.
+  static constexpr size_t kKeys = 16;
+
+  struct Open {
+    Slice slice;
+    int64_t parent_now = -1;  // the open slice it is a child of now (hand_over_open_children)
+    int64_t charged_ns = 0;
+    int64_t charged_cpu = 0;
+    int64_t cpu_start = 0;
+    int64_t child_ns = 0;
+    int64_t child_cpu = 0;
+    int64_t mem_direct = 0;
+    int64_t child_mem = 0;
+    bool recursive = false;
+  };
+
+  size_t key_of(const Slice& s) const {
+    const size_t sym = std::min<size_t>(s.symbol, view_->symbols.size());
+    return sym * kKeys + (size_t(s.category) & 7) + (s.async_end ? 8 : 0);
+  }
+
+  // See key_averages.cpp: children still open when `o` ends keep as child time of `o` the part
+  // of them inside it, and become children of `o`'s parent.
+  void hand_over_open_children(Open& o, size_t at, int64_t end_ns) {
+    for (size_t j = at + 1; j < stack_.size(); ++j) {
+      Open& c = stack_[j];
+      if (c.parent_now != int64_t(o.slice.index)) continue;
+      const int64_t so_far = std::max<int64_t>(0, end_ns - c.slice.start_ns);
+      const int64_t inside = std::max<int64_t>(0, so_far - c.charged_ns);
+      o.child_ns = sat_add(o.child_ns, inside);
+      c.charged_ns = sat_add(c.charged_ns, inside);
+      if (clock_) {
+        const int64_t cpu_so_far =
+            analysis::CpuClock::used(c.cpu_start, clock_->at(end_ns), so_far);
+        const int64_t cpu_inside = std::max<int64_t>(0, cpu_so_far - c.charged_cpu);
+        o.child_cpu = sat_add(o.child_cpu, cpu_inside);
+        c.charged_cpu = sat_add(c.charged_cpu, cpu_inside);
+      }
+      c.parent_now = o.parent_now;
+    }
+  }
+
+  void row(const Slice& s, int64_t dur, int64_t self, int64_t cpu, int64_t cpu_self,
+           int64_t mem_total, int64_t mem_self, bool recursive) {
+    int64_t flops = 0;
+    const std::string* json = nullptr;
+    if (s.detail < view_->details.size()) {
+      const EventDetail& d = view_->details[s.detail];
+      flops = std::max<int64_t>(0, d.flops);
+      detail_json_ = detail_json(d);
+      json = &detail_json_;
+    }
+    push(s, RowKind(uint8_t(s.category)), int64_t(s.index), dur, self, cpu, cpu_self, mem_total,
+         mem_self, recursive, json, flops);
+  }
+
+  void push(const Slice& s, RowKind kind, int64_t id, int64_t dur, int64_t self, int64_t cpu,
+            int64_t cpu_self, int64_t mem_total, int64_t mem_self, bool recursive,
+            const std::string* json, int64_t flops = 0) {
+    ColumnBatch& b = batch_;
+    b.id.push_back(id);
+    b.parent.push_back(s.parent);
+    b.start_ns.push_back(sat_add(s.start_ns, o_.offset_ns));
+    b.dur_ns.push_back(dur);
+    b.self_ns.push_back(self);
+    b.cpu_ns.push_back(cpu);
+    b.cpu_self_ns.push_back(cpu_self);
+    if (kind != RowKind::kInstant && kind != RowKind::kMemory && !s.async_end) {
+      (cpu >= 0 ? b.any_cpu_known : b.any_cpu_unknown) = true;
+    } else {
+      b.any_cpu_unknown = true;
+    }
+    b.alloc_bytes.push_back(mem_total);
+    b.alloc_self_bytes.push_back(mem_self);
+    b.flops.push_back(flops);
+    b.thread.push_back(s.thread);
+    const uint32_t sym = std::min<uint32_t>(s.symbol, uint32_t(view_->symbols.size()));
+    uint32_t& local = local_symbol_[sym];
+    if (local == UINT32_MAX) {
+      local = uint32_t(b.symbols.size());
+      b.symbols.push_back(sym);
+    }
+    b.name.push_back(local);
+    b.depth.push_back(int32_t(std::min<uint32_t>(s.depth, INT32_MAX)));
+    if (json) {
+      b.detail.push_back(int32_t(b.args.size()));
+      b.args.push_back(*json);
+    } else {
+      b.detail.push_back(-1);
+    }
+    b.kind.push_back(uint8_t(kind));
+    b.is_async.push_back(s.async_end ? 1 : 0);
+    b.recursive.push_back(recursive ? 1 : 0);
+    if (++b.rows >= o_.batch_rows) flush();
+  }
+
+  void start_batch() {
+    batch_ = ColumnBatch();
+    reserve(batch_, o_.batch_rows);
+  }
+
+  void flush() {
+    for (uint32_t sym : batch_.symbols) local_symbol_[sym] = UINT32_MAX;
+    sink_(batch_);
+    start_batch();
+  }
+
+  ColumnarOptions o_;
+  const std::function<void(ColumnBatch&)>& sink_;
+  const TraceView* view_ = nullptr;
+  ColumnBatch batch_;
+  std::vector<uint32_t> local_symbol_;  // trace symbol -> index in batch_.symbols
+  std::vector<uint32_t> active_;        // open slices per key (recursion)
+  std::vector<Open> stack_;
+  uint32_t thread_ = UINT32_MAX;
+  std::unique_ptr<analysis::CpuClock> clock_;
+  std::string detail_json_;
+  std::string memory_json_;
+};
+
+}  // namespace
+
+std::string detail_json(const EventDetail& d) {
+  std::string out = "{";
+  bool first = true;
+  auto key = [&](const char* k) {
+    if (!first) out += ", ";
+    first = false;
+    out += '"';
+    out += k;
+    out += "\": ";
+  };
+  if (!d.inputs.empty()) {
+    key("inputs");
+    out += '[';
+    for (size_t i = 0; i < d.inputs.size(); ++i) {
+      if (i) out += ", ";
+      const RangeInput& in = d.inputs[i];
+      switch (in.kind) {
+        case RangeInput::Kind::kNone:
+          out += "null";
+          break;
+        case RangeInput::Kind::kInt:
+          out += std::to_string(in.int_value);
+          break;
+        case RangeInput::Kind::kDouble:
+          put_double(out, in.double_value);
+          break;
+        case RangeInput::Kind::kString:
+          out += '"';
+          append_json_escaped(out, in.text);
+          out += '"';
+          break;
+        case RangeInput::Kind::kShape: {
+          std::string dims = "[";
+          for (size_t k = 0; k < in.shape.size(); ++k) {
+            if (k) dims += ", ";
+            dims += std::to_string(in.shape[k]);
+          }
+          dims += ']';
+          if (in.text.empty()) {
+            out += dims;
+          } else {
+            out += "{\"shape\": " + dims + ", \"dtype\": \"";
+            append_json_escaped(out, in.text);
+            out += "\"}";
+          }
+          break;
+        }
+      }
+    }
+    out += ']';
+  }
+  if (d.flops >= 0) {
+    key("flops");
+    out += std::to_string(d.flops);
+  }
+  if (d.seq_nr >= 0) {
+    key("seq_nr");
+    out += std::to_string(d.seq_nr);
+  }
+  out += '}';
+  return out;
+}
+
+void write_column_batches(const TraceSource& source, const ColumnarOptions& options,
+                          const std::function<void(ColumnBatch&)>& sink) {
+  ColumnarVisitor v(options, sink);
+  source.visit(v);
+}
+
+}  // namespace framescope

@@ -1,0 +1,234 @@
+"""Parquet export: a trace as one table, one row per slice, instant and memory sample.
+
+The rows are made natively (cpp/export/columnar_batches.cpp: one replay filling column buffers
+of ``BATCH_ROWS`` rows, with self, CPU and allocation totals computed as key_averages computes
+them) and handed over without a copy: each column is a buffer that pyarrow wraps as an Arrow
+array. Names, files, thread and process names become dictionary arrays whose indices are the
+batch's own symbol and thread numbers, so pyarrow never hashes a string per row, and Parquet
+stores them dictionary-encoded. Each batch is written as one row group by
+``pyarrow.parquet.ParquetWriter`` (zstd), so memory stays one batch however long the trace is.
+See docs/tables.md for the schema and why this split (native rows, pyarrow's Parquet writer).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from framescope import _core, processes
+from framescope.tables._deps import require
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from framescope._core import Trace
+
+#: Rows per batch (and per Parquet row group): ~90 MB of column buffers.
+BATCH_ROWS = 1 << 20
+
+#: (column, Arrow type name, description): the documented schema, in file order. ``rank`` is
+#: left out of the files of a dataset (its ``rank=N`` directories hold it, as Hive's layout).
+COLUMNS: list[tuple[str, str, str]] = [
+    ("id", "int64", "the event's index in its trace (-1 for memory rows)"),
+    ("parent_id", "int64", "id of the enclosing event on the same thread, -1 at the root"),
+    ("kind", "string", "python, c, op, range, scope, instant or memory"),
+    ("name", "string", "display name, e.g. 'app.py(12): run', 'aten::mm', 'step'"),
+    ("qualname", "string", "the bare function name for Python functions, else the name"),
+    ("file", "string", "source file of Python functions, else ''"),
+    ("line", "int32", "first line of Python functions, else 0"),
+    ("start_ns", "int64", "start, CLOCK_MONOTONIC ns (datasets: on the merged clock)"),
+    ("dur_ns", "int64", "duration (0 for instants and memory rows)"),
+    ("self_ns", "int64", "duration less the direct children's (0 for async ranges)"),
+    ("cpu_ns", "int64", "on-CPU part of dur_ns; null when CPU time was not sampled"),
+    ("cpu_self_ns", "int64", "on-CPU part of self_ns; null when not sampled"),
+    ("depth", "int32", "events enclosing it on its thread"),
+    ("recursive", "bool", "inside an event of the same name and kind (totals skip it)"),
+    ("is_async", "bool", "a range that ended on another thread"),
+    ("tid", "int64", "OS thread id"),
+    ("thread_name", "string", "the thread's name"),
+    ("pid", "int64", "process id"),
+    ("process_name", "string", "the process's name ('rank 0', a worker's name...)"),
+    ("rank", "int32", "the process's rank in its job; null when it has none"),
+    ("alloc_bytes", "int64", "bytes allocated inside, children included (profile_memory)"),
+    ("alloc_self_bytes", "int64", "bytes allocated directly inside; memory rows: the sample"),
+    ("flops", "int64", "the range's flops estimate (with_flops), else 0"),
+    ("args", "string", "JSON: a range's inputs (shapes, values), flops, seq_nr; null if none"),
+]
+
+_STRINGS = ["kind", "name", "qualname", "file", "thread_name", "process_name", "args"]
+
+
+def schema(with_rank: bool = True) -> pa.Schema:
+    """The Arrow schema of the exported table (without ``rank`` for a dataset's files)."""
+    pa = require("pyarrow", "parquet", "Parquet export")
+    types = {"int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(), "string": pa.string()}
+    return pa.schema([pa.field(n, types[t]) for n, t, _ in COLUMNS if with_rank or n != "rank"])
+
+
+@dataclass
+class _Threads:
+    """Per-thread columns, by thread index: what each row's thread number expands to."""
+
+    tid: Any
+    pid: Any
+    name: Any
+    process: Any
+    rank: Any
+
+
+def _threads(trace: Trace, rank: int | None) -> _Threads:
+    pa = require("pyarrow", "parquet", "Parquet export")
+    table = processes.read(trace)
+    by_pid = {p.pid: p for p in table}
+    ranks = {p.rank for p in table if p.rank is not None}
+    only = next(iter(ranks)) if len(ranks) == 1 else None
+    tids, pids, names, procs, rks = [], [], [], [], []
+    for pid, tid, _pthread, name in trace.threads:
+        p = by_pid.get(pid)
+        tids.append(tid if tid < 1 << 63 else tid - (1 << 64))
+        pids.append(pid)
+        names.append(name)
+        procs.append(p.name if p is not None and p.name else f"python {pid}")
+        own = p.rank if p is not None else None
+        rks.append(rank if rank is not None else (own if own is not None else only))
+    return _Threads(pa.array(tids, pa.int64()), pa.array(pids, pa.int64()),
+                    pa.array(names, pa.string()), pa.array(procs, pa.string()),
+                    pa.array(rks, pa.int32()))
+
+
+def _record_batch(b: dict[str, Any], threads: _Threads, with_rank: bool) -> pa.RecordBatch:
+    pa = require("pyarrow", "parquet", "Parquet export")
+    pc = require("pyarrow.compute", "parquet", "Parquet export")
+    n = int(b["rows"])
+
+    def col(key: str, typ: pa.DataType) -> pa.Array:
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(b[key])])
+
+    def dictionary(indices: pa.Array, values: pa.Array) -> pa.Array:
+        return pa.DictionaryArray.from_arrays(indices, values)
+
+    names, files, lines, functions = b["symbols"]
+    name_ix = col("name", pa.int32())  # symbol numbers of the batch: < 2^31
+    thread_ix = col("thread", pa.int32())
+    cpu, cpu_self = col("cpu_ns", pa.int64()), col("cpu_self_ns", pa.int64())
+    if not b["any_cpu_known"]:
+        cpu = cpu_self = pa.nulls(n, pa.int64())
+    elif b["any_cpu_unknown"]:
+        unknown = pc.less(cpu, 0)
+        cpu = pc.if_else(unknown, None, cpu)
+        cpu_self = pc.if_else(unknown, None, cpu_self)
+    if b["args"]:
+        detail = col("detail", pa.int32())
+        detail = pc.if_else(pc.less(detail, 0), None, detail)
+        args = dictionary(detail, pa.array(b["args"], pa.string()))
+    else:
+        args = pa.nulls(n, pa.string())
+    kind = dictionary(col("kind", pa.int8()), _kinds())
+    columns: dict[str, pa.Array] = {
+        "id": col("id", pa.int64()),
+        "parent_id": col("parent_id", pa.int64()),
+        "kind": kind,
+        "name": dictionary(name_ix, pa.array(names, pa.string())),
+        "qualname": dictionary(name_ix, pa.array(functions, pa.string())),
+        "file": dictionary(name_ix, pa.array(files, pa.string())),
+        "line": pc.take(pa.array(lines, pa.int32()), name_ix),
+        "start_ns": col("start_ns", pa.int64()),
+        "dur_ns": col("dur_ns", pa.int64()),
+        "self_ns": col("self_ns", pa.int64()),
+        "cpu_ns": cpu,
+        "cpu_self_ns": cpu_self,
+        "depth": col("depth", pa.int32()),
+        "recursive": pc.cast(col("recursive", pa.uint8()), pa.bool_()),
+        "is_async": pc.cast(col("is_async", pa.uint8()), pa.bool_()),
+        "tid": pc.take(threads.tid, thread_ix),
+        "thread_name": dictionary(thread_ix, threads.name),
+        "pid": pc.take(threads.pid, thread_ix),
+        "process_name": dictionary(thread_ix, threads.process),
+        "rank": pc.take(threads.rank, thread_ix),
+        "alloc_bytes": col("alloc_bytes", pa.int64()),
+        "alloc_self_bytes": col("alloc_self_bytes", pa.int64()),
+        "flops": col("flops", pa.int64()),
+        "args": args,
+    }
+    if not with_rank:
+        del columns["rank"]
+    return pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
+
+
+_KINDS: list[Any] = []
+
+
+def _kinds() -> pa.Array:
+    if not _KINDS:
+        pa = require("pyarrow", "parquet", "Parquet export")
+        _KINDS.append(pa.array(list(_core._ROW_KINDS), pa.string()))
+    return _KINDS[0]
+
+
+def _writer(path: str, with_rank: bool) -> Any:
+    pq = require("pyarrow.parquet", "parquet", "Parquet export")
+    # Strings are dictionary-encoded (their arrays already are: no hashing per row), numbers
+    # are stored plainly and left to zstd, which shrinks the sorted-by-thread runs of tid, pid,
+    # rank and depth to almost nothing. The file keeps no Arrow schema: readers see plain
+    # strings, not per-row-group dictionaries (pandas categoricals), the same from every tool.
+    return pq.ParquetWriter(
+        path, schema(with_rank), compression="zstd", compression_level=1,
+        use_dictionary=_STRINGS, store_schema=False, write_statistics=["start_ns", "dur_ns",
+                                                                       "self_ns", "depth", "id"])
+
+
+def write_batches(trace: Trace, open_file: Callable[[int], str], *, rank: int | None = None,
+                  with_rank: bool = True, offset_ns: int = 0, batch_rows: int = BATCH_ROWS,
+                  batches_per_file: int = 0) -> int:
+    """Writes ``trace`` as Parquet: ``open_file(k)`` names the k-th file (a new file every
+    ``batches_per_file`` batches when > 0). ``rank`` fills the rank column (else the process
+    table's ranks), ``offset_ns`` shifts every start. Returns the rows written."""
+    threads = _threads(trace, rank)
+    state: dict[str, Any] = {"writer": None, "files": 0, "batches": 0, "rows": 0, "paths": []}
+
+    def sink(b: dict[str, Any]) -> None:
+        if state["writer"] is None or (batches_per_file and state["batches"] >= batches_per_file):
+            if state["writer"] is not None:
+                state["writer"].close()
+            path = open_file(state["files"])
+            state["paths"].append(path)
+            state["writer"] = _writer(path, with_rank)
+            state["files"] += 1
+            state["batches"] = 0
+        state["writer"].write_batch(_record_batch(b, threads, with_rank))
+        state["batches"] += 1
+        state["rows"] += int(b["rows"])
+
+    try:
+        _core._column_batches(trace, sink, batch_rows, offset_ns)
+        if state["writer"] is None:  # an empty trace: a file with the schema and no rows
+            path = open_file(0)
+            state["paths"].append(path)
+            state["writer"] = _writer(path, with_rank)
+        state["writer"].close()
+        state["writer"] = None
+    except BaseException:
+        if state["writer"] is not None:
+            try:
+                state["writer"].close()
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                pass
+        for path in state["paths"]:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise
+    return int(state["rows"])
+
+
+def write_parquet(trace: Trace, path: str) -> int:
+    """Writes ``trace`` to ``path`` (.parquet) through a temporary beside it, renamed at the end
+    (a failed export leaves no partial file). Returns the rows written."""
+    require("pyarrow.parquet", "parquet", "Parquet export")
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    rows = write_batches(trace, lambda k: tmp)
+    os.replace(tmp, path)
+    return rows

@@ -1,0 +1,300 @@
+"""Traces as tables: the Parquet export's schema and values, datasets of ranks read by DuckDB
+and Dask, SQL views against key_averages, stragglers, and diffs (framescope.tables)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import framescope
+from framescope import _core
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+duckdb = pytest.importorskip("duckdb")
+
+
+def fib(n: int) -> int:
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def steady() -> int:
+    return sum(range(2000))
+
+
+def hot(n: int) -> int:
+    # the function the diff tests slow down: its time is its own (no calls in the loop)
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+
+def worker() -> None:
+    with framescope.record_function("worker_range"):
+        fib(12)
+        framescope.mark("worker_mark")
+
+
+def record(tmp_path, name: str = "t", memory: bool = False, hot_n: int = 2000):
+    with framescope.profile(profile_memory=memory) as prof:
+        th = threading.Thread(target=worker, name="helper")
+        th.start()
+        for i in range(3):
+            with framescope.record_function(f"ProfilerStep#{i}"):
+                fib(10)
+                with framescope.record_function("outer"):
+                    steady()
+                    hot(hot_n)
+                    bytearray(10000)
+        th.join()
+    path = tmp_path / f"{name}.fstrace"
+    prof.save(str(path))
+    return prof, str(path)
+
+
+def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "framescope", *args], capture_output=True,
+                          text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"framescope {args}: {proc.returncode}\n{proc.stderr}")
+    return proc
+
+
+def test_schema_and_rows(tmp_path):
+    prof, _ = record(tmp_path, memory=True)
+    out = tmp_path / "x.parquet"
+    prof.export(str(out))
+    from framescope.tables import COLUMNS, schema
+
+    got = pq.read_schema(str(out))
+    assert got.names == [c[0] for c in COLUMNS]
+    assert got.equals(schema()), got
+    meta = pq.ParquetFile(str(out)).metadata
+    assert meta.row_group(0).column(0).compression == "ZSTD"
+    names = [c[0] for c in COLUMNS]
+    enc = meta.row_group(0).column(names.index("name")).encodings
+    assert any("DICT" in e for e in enc), enc
+    t = pq.read_table(str(out))
+    slices = [e for e in prof.events() if e.duration_ns >= 0]
+    marks = [e for e in prof.events() if e.duration_ns < 0]
+    kinds = t.column("kind").to_pylist()
+    assert len([k for k in kinds if k not in ("instant", "memory")]) == len(slices)
+    assert kinds.count("instant") == len(marks) == 1
+    rows = {r["id"]: r for r in t.to_pylist() if r["id"] >= 0}
+    for e in prof.events():
+        r = rows[e.index]
+        assert r["name"] == e.name
+        assert r["start_ns"] == e.start_ns
+        assert r["dur_ns"] == max(0, e.duration_ns)
+        assert r["depth"] == e.depth
+        assert r["parent_id"] == (e.parent.index if e.parent is not None else -1)
+    fib_rows = [r for r in rows.values() if r["qualname"] == "fib"]
+    assert fib_rows and all(r["file"] == __file__ and r["kind"] == "python" for r in fib_rows)
+    assert {r["line"] for r in fib_rows} == {fib.__code__.co_firstlineno}
+    assert any(r["recursive"] for r in fib_rows) and not all(r["recursive"] for r in fib_rows)
+    helper = [r for r in rows.values() if r["name"] == "worker_range"]
+    assert len(helper) == 1 and helper[0]["thread_name"] == "helper"
+    assert all(r["pid"] == os.getpid() for r in rows.values())
+    assert all(r["self_ns"] <= r["dur_ns"] for r in rows.values())
+    assert any(r["alloc_self_bytes"] >= 10000 for r in rows.values() if r["name"] == "outer")
+
+
+def test_sql_equals_key_averages(tmp_path):
+    prof, path = record(tmp_path)
+    entries, *_ = _core._key_averages(prof.trace)
+    expected = {(e[0], e[13]): (e[5], e[7], e[6]) for e in entries}
+    for source in (path, str(tmp_path / "t.parquet")):
+        if source.endswith(".parquet"):
+            prof.export(source)
+        df = framescope.sql(source, "SELECT name, is_async, calls, self_ns, total_ns "
+                                    "FROM self_time_by_function")
+        got = {(r.name, bool(r.is_async)): (int(r.calls), int(r.self_ns), int(r.total_ns))
+               for r in df.itertuples()}
+        assert got == expected
+    # The public key_averages() (µs) agrees too: no range here repeats its parent's name.
+    ka = {e.key: e for e in prof.key_averages()}
+    t = framescope.sql(path, "SELECT * FROM self_time_by_function", result="arrow")
+    assert isinstance(t, pa.Table)
+    for r in t.to_pylist():
+        e = ka[r["name"]]
+        assert e.count == r["calls"]
+        assert e.self_cpu_time_total == pytest.approx(r["self_ns"] / 1e3)
+        assert e.cpu_time_total == pytest.approx(r["total_ns"] / 1e3)
+
+
+def test_cli_convert_sql_outputs(tmp_path):
+    _, path = record(tmp_path)
+    out = tmp_path / "c.parquet"
+    run_cli("convert", path, str(out))
+    assert pq.read_table(str(out)).num_rows > 0
+    q = "SELECT name, calls FROM self_time_by_function WHERE name = 'outer'"
+    text = run_cli("sql", str(out), q).stdout
+    assert "outer" in text and "(1 row)" in text
+    rows = list(csv.reader(io.StringIO(run_cli("sql", path, q, "--csv").stdout)))
+    assert rows == [["name", "calls"], ["outer", "3"]]
+    assert json.loads(run_cli("sql", str(out), q, "--json").stdout) == [
+        {"name": "outer", "calls": 3}]
+    steps = json.loads(run_cli("sql", path, "SELECT step_number FROM step_times", "--json").stdout)
+    assert [s["step_number"] for s in steps] == [0, 1, 2]
+    assert "stragglers" in run_cli("sql", path, "--views").stdout
+
+
+def test_run_writes_parquet(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text("def f():\n    return sum(range(100))\nfor _ in range(5):\n    f()\n")
+    out = tmp_path / "run.parquet"
+    run_cli("run", "-o", str(out), str(script))
+    t = pq.read_table(str(out))
+    names = t.column("qualname").to_pylist()
+    assert names.count("f") == 5
+
+
+def test_bad_inputs_one_line(tmp_path):
+    _, path = record(tmp_path)
+    bad = tmp_path / "bad.fstrace"
+    bad.write_bytes(b"not a trace")
+    for args in (("sql", str(bad), "SELECT 1"), ("sql", path, "SELEC nonsense"),
+                 ("sql", str(tmp_path / "missing.parquet"), "SELECT 1"),
+                 ("sql", str(tmp_path), "SELECT 1"), ("diff", str(bad), path)):
+        proc = run_cli(*args, check=False)
+        assert proc.returncode != 0
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert run_cli("convert", path, check=False).returncode == 2
+    with pytest.raises(ValueError):
+        framescope.sql(path, "SELECT * FROM no_such_table")
+
+
+def test_missing_duckdb_message(tmp_path):
+    _, path = record(tmp_path)
+    code = ("import sys; sys.modules['duckdb'] = None\n"
+            "from framescope.cli import main\n"
+            f"sys.exit(main(['sql', {path!r}, 'SELECT 1']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "pip install 'framescope[sql]'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def _job(tmp_path, monkeypatch, ranks: int, slow_rank: int | None) -> list[str]:
+    """A synthetic job: one saved trace per rank (the launcher's variables set in turn), three
+    steps each with an all_reduce range; `slow_rank`'s steps take longer."""
+    paths = []
+    monkeypatch.setenv("WORLD_SIZE", str(ranks))
+    for r in range(ranks):
+        monkeypatch.setenv("RANK", str(r))
+        with framescope.profile() as prof:
+            for i in range(3):
+                with framescope.record_function(f"ProfilerStep#{i}"):
+                    spin(0.004 if r == slow_rank else 0.001)
+                    with framescope.record_function("c10d::allreduce_"):
+                        steady()
+        p = str(tmp_path / f"rank{r}.fstrace")
+        prof.save(p)
+        paths.append(p)
+    return paths
+
+
+def test_dataset_duckdb(tmp_path, monkeypatch):
+    paths = _job(tmp_path, monkeypatch, 3, None)
+    out = tmp_path / "ds"
+    run_cli("convert", *paths, "--to", str(out))
+    assert sorted(os.listdir(out)) == ["rank=0", "rank=1", "rank=2"]
+    assert os.listdir(out / "rank=1") == ["part-0.parquet"]
+    con = duckdb.connect()
+    got = con.execute(
+        f"SELECT rank, count(*) FROM read_parquet('{out}/*/*.parquet', hive_partitioning=true) "
+        "WHERE name = 'c10d::allreduce_' GROUP BY rank ORDER BY rank").fetchall()
+    assert got == [(0, 3), (1, 3), (2, 3)]
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == sum(len(framescope.load(p).events()) for p in paths)
+    # the merged clock: merge's output has the same start times
+    merged = tmp_path / "m.parquet"
+    run_cli("merge", *paths, "-o", str(merged))
+    assert sorted(pq.read_table(str(merged)).column("start_ns").to_pylist()) == sorted(
+        table.column("start_ns").to_pylist())
+    # merge -o DIR/ writes the same dataset
+    run_cli("merge", *paths, "-o", str(tmp_path / "ds2") + "/")
+    assert sorted(os.listdir(tmp_path / "ds2")) == ["rank=0", "rank=1", "rank=2"]
+    per_rank = framescope.sql(str(out), "SELECT * FROM collective_time_by_rank")
+    assert list(per_rank["rank"]) == [0, 1, 2] and all(per_rank["calls"] == 3)
+
+
+def test_dataset_dask_equals_duckdb(tmp_path, monkeypatch):
+    dd = pytest.importorskip("dask.dataframe")
+    distributed = pytest.importorskip("distributed")
+    paths = _job(tmp_path, monkeypatch, 4, None)
+    out = str(tmp_path / "ds")
+    run_cli("convert", *paths, "--to", out)
+    expected = framescope.sql(out, "SELECT rank, name, count(*) AS calls, sum(self_ns) AS self_ns,"
+                                   " sum(dur_ns) AS dur_ns FROM slices GROUP BY rank, name")
+    expected = {(int(r.rank), r.name): (int(r.calls), int(r.self_ns), int(r.dur_ns))
+                for r in expected.itertuples()}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster):
+        df = dd.read_parquet(out)
+        df = df[~df["kind"].isin(["instant", "memory"])]
+        df["rank"] = df["rank"].astype("int64")
+        agg = df.groupby(["rank", "name"]).agg(
+            {"id": "count", "self_ns": "sum", "dur_ns": "sum"}).compute()
+    got = {(int(k[0]), str(k[1])): (int(v["id"]), int(v["self_ns"]), int(v["dur_ns"]))
+           for k, v in agg.iterrows()}
+    assert got == expected
+
+
+def test_64_rank_stragglers(tmp_path, monkeypatch):
+    paths = _job(tmp_path, monkeypatch, 64, slow_rank=37)
+    out = str(tmp_path / "ds")
+    from framescope.tables import write_dataset
+
+    written, warnings = write_dataset(paths, out)
+    assert [w.rank for w in written] == list(range(64)) and not warnings
+    text = run_cli("sql", out, "SELECT rank FROM stragglers(50)", "--csv").stdout
+    assert text.split() == ["rank", "37"]
+    steps = framescope.sql(out, "SELECT * FROM step_time_by_rank")
+    assert len(steps) == 64 and set(steps["steps"]) == {3}
+
+
+def test_diff_ranks_slowed_function_first(tmp_path):
+    runs_a = [record(tmp_path, f"a{i}", hot_n=2000)[1] for i in range(3)]
+    runs_b = [record(tmp_path, f"b{i}", hot_n=200000)[1] for i in range(3)]
+    from framescope.tables import diff
+
+    rows = diff(runs_a[:1], runs_b[:1])
+    assert rows[0].name.endswith(": hot"), [r.name for r in rows[:3]]
+    assert rows[0].delta("self_ns") > 0 and rows[0].changed["self_ns"] is None
+    rows = diff(runs_a, runs_b)
+    assert rows[0].changed["self_ns"] is True
+    quiet = [r for r in rows if r.name.endswith(": steady")]
+    assert quiet and quiet[0].changed["calls"] is False
+    proc = run_cli("diff", ",".join(runs_a), ",".join(runs_b), "--csv")
+    table = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert table[0]["name"] == rows[0].name and table[0]["self_ns_beyond_noise"] == "true"
+    # parquet inputs give the same order
+    pa_a, pa_b = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    framescope.load(runs_a[0]).export(pa_a)
+    framescope.load(runs_b[0]).export(pa_b)
+    text = run_cli("diff", pa_a, pa_b).stdout
+    assert rows[0].name[:50] in text.splitlines()[3]
+    html_out = tmp_path / "diff.html"
+    run_cli("report", "--diff", ",".join(runs_a), ",".join(runs_b), "-o", str(html_out))
+    page = html_out.read_text()
+    assert "<table" in page and json.dumps(rows[0].name)[1:-1] in page
