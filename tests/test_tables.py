@@ -94,7 +94,7 @@ def test_schema_and_rows(tmp_path):
     marks = [e for e in prof.events() if e.duration_ns < 0]
     kinds = t.column("kind").to_pylist()
     assert len([k for k in kinds if k not in ("instant", "memory")]) == len(slices)
-    assert kinds.count("instant") == len(marks) == 1
+    assert kinds.count("instant") == len(marks) and "worker_mark" in {m.name for m in marks}
     rows = {r["id"]: r for r in t.to_pylist() if r["id"] >= 0}
     for e in prof.events():
         r = rows[e.index]
@@ -102,7 +102,7 @@ def test_schema_and_rows(tmp_path):
         assert r["start_ns"] == e.start_ns
         assert r["dur_ns"] == max(0, e.duration_ns)
         assert r["depth"] == e.depth
-        assert r["parent_id"] == (e.parent.index if e.parent is not None else -1)
+        assert r["parent_id"] == (-1 if e.parent is None else e.parent)
     fib_rows = [r for r in rows.values() if r["qualname"] == "fib"]
     assert fib_rows and all(r["file"] == __file__ and r["kind"] == "python" for r in fib_rows)
     assert {r["line"] for r in fib_rows} == {fib.__code__.co_firstlineno}
@@ -126,10 +126,12 @@ def test_sql_equals_key_averages(tmp_path):
         got = {(r.name, bool(r.is_async)): (int(r.calls), int(r.self_ns), int(r.total_ns))
                for r in df.itertuples()}
         assert got == expected
-    # The public key_averages() (µs) agrees too: no range here repeats its parent's name.
-    ka = {e.key: e for e in prof.key_averages()}
-    t = framescope.sql(path, "SELECT * FROM self_time_by_function", result="arrow")
-    assert isinstance(t, pa.Table)
+    # The public key_averages() (µs) agrees too: no range here repeats its parent's name (it
+    # names the ProfilerStep#N ranges ProfilerStep*, as torch's).
+    ka = {e.key: e for e in prof.key_averages() if e.key != "ProfilerStep*"}
+    t = framescope.sql(path, "SELECT * FROM self_time_by_function "
+                             "WHERE name NOT LIKE 'ProfilerStep#%'", result="arrow")
+    assert isinstance(t, pa.Table) and t.num_rows == len(ka)
     for r in t.to_pylist():
         e = ka[r["name"]]
         assert e.count == r["calls"]
@@ -193,7 +195,7 @@ def test_missing_duckdb_message(tmp_path):
 
 def _job(tmp_path, monkeypatch, ranks: int, slow_rank: int | None) -> list[str]:
     """A synthetic job: one saved trace per rank (the launcher's variables set in turn), three
-    steps each with an all_reduce range; `slow_rank`'s steps take longer."""
+    steps each with an all_reduce range; `slow_rank`'s steps take 15 times longer."""
     paths = []
     monkeypatch.setenv("WORLD_SIZE", str(ranks))
     for r in range(ranks):
@@ -201,7 +203,7 @@ def _job(tmp_path, monkeypatch, ranks: int, slow_rank: int | None) -> list[str]:
         with framescope.profile() as prof:
             for i in range(3):
                 with framescope.record_function(f"ProfilerStep#{i}"):
-                    spin(0.004 if r == slow_rank else 0.001)
+                    spin(0.03 if r == slow_rank else 0.002)
                     with framescope.record_function("c10d::allreduce_"):
                         steady()
         p = str(tmp_path / f"rank{r}.fstrace")
@@ -267,7 +269,7 @@ def test_64_rank_stragglers(tmp_path, monkeypatch):
 
     written, warnings = write_dataset(paths, out)
     assert [w.rank for w in written] == list(range(64)) and not warnings
-    text = run_cli("sql", out, "SELECT rank FROM stragglers(50)", "--csv").stdout
+    text = run_cli("sql", out, "SELECT rank FROM stragglers(200)", "--csv").stdout
     assert text.split() == ["rank", "37"]
     steps = framescope.sql(out, "SELECT * FROM step_time_by_rank")
     assert len(steps) == 64 and set(steps["steps"]) == {3}
@@ -293,7 +295,9 @@ def test_diff_ranks_slowed_function_first(tmp_path):
     framescope.load(runs_a[0]).export(pa_a)
     framescope.load(runs_b[0]).export(pa_b)
     text = run_cli("diff", pa_a, pa_b).stdout
-    assert rows[0].name[:50] in text.splitlines()[3]
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("name "))
+    assert rows[0].name[:50] in lines[head + 1]
     html_out = tmp_path / "diff.html"
     run_cli("report", "--diff", ",".join(runs_a), ",".join(runs_b), "-o", str(html_out))
     page = html_out.read_text()

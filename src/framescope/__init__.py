@@ -50,9 +50,9 @@ def sql(path: str | os.PathLike[str], query: str,
         result: Literal["pandas", "arrow"] = "pandas") -> Any:
     """Runs SQL (DuckDB) on a saved trace, a .parquet export or a dataset directory; returns a
     pandas DataFrame (``result="arrow"``: a pyarrow Table). The table is ``events``; named views
-    and macros are listed in framescope.tables.sql and docs/tables.md. Needs
+    and macros are listed in framescope.tables._sql and docs/tables.md. Needs
     ``pip install 'framescope[sql]'``."""
-    from framescope.tables.sql import sql as run
+    from framescope.tables._sql import sql as run
 
     return run(path, query, result)
 

@@ -29,6 +29,7 @@ from framescope.profiler import parse_memory_limit, profile
 from framescope.tables._cli import (
     TABLE_COMMANDS,
     add_table_commands,
+    prepare_output,
     report_diff,
     run_table_command,
     write_dataset_command,
@@ -627,6 +628,9 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
         if rank.rank != 0:
             opts.limit = 0  # one summary per job: rank 0's
     if (problem := _check_output(output)) is not None:
+        print(f"framescope run: error: {problem}", file=sys.stderr)
+        return 2
+    if (problem := prepare_output(output_format)) is not None:
         print(f"framescope run: error: {problem}", file=sys.stderr)
         return 2
     opts.output, opts.format = output, output_format

@@ -12,12 +12,12 @@ namespace framescope::py {
 
 namespace {
 
-// A column as a read-only 1-d array object (buffer protocol) over the batch's own vector: the
+// A column as a read-only memoryview over the batch's own vector: the
 // batch lives until the last column referring to it is gone (`owner`).
 template <class T>
 nb::object column(const std::vector<T>& v, nb::handle owner) {
   size_t shape[1] = {v.size()};
-  return nb::cast(nb::ndarray<nb::ro, T, nb::ndim<1>>(v.data(), 1, shape, owner));
+  return nb::cast(nb::ndarray<nb::memview, nb::ro, T, nb::ndim<1>>(v.data(), 1, shape, owner));
 }
 
 // Names of the symbols batches use, as str objects made once per symbol (batches share them).

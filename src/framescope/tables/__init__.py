@@ -9,8 +9,8 @@ from __future__ import annotations
 from framescope.tables._dataset import write_dataset
 from framescope.tables._deps import MissingDependency
 from framescope.tables._parquet import COLUMNS, schema, write_parquet
-from framescope.tables.diff import diff
-from framescope.tables.sql import connect, sql
+from framescope.tables._diff import diff
+from framescope.tables._sql import connect, sql
 
 __all__ = ["COLUMNS", "MissingDependency", "connect", "diff", "schema", "sql", "write_dataset",
            "write_parquet"]

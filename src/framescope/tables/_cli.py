@@ -96,8 +96,28 @@ def _print_result(names: list[str], rows: list[tuple[Any, ...]], opts: argparse.
           f"{f', {more} not shown: --max-rows -1' if more else ''})")
 
 
+def prepare_output(format: str) -> str | None:
+    """Before ``framescope run`` starts the program: a Parquet output imports pyarrow now (the
+    trace is written at exit, when an import may no longer register its exit handlers), or
+    says it is missing."""
+    if format != "parquet":
+        return None
+    try:
+        from framescope.tables._deps import require
+
+        for module in ("pyarrow.parquet", "pyarrow.compute", "pyarrow.fs"):  # fs: at write
+            require(module, "parquet", "-o x.parquet")
+        # pyarrow looks for pandas on its first array from a list, and pandas starts a thread
+        # pool, which registers its exit handler: both now, while registering is allowed.
+        require("pyarrow", "parquet", "-o x.parquet").array([0])
+        import concurrent.futures.thread  # noqa: F401
+    except MissingDependency as exc:
+        return str(exc)
+    return None
+
+
 def run_sql(opts: argparse.Namespace) -> int:
-    from framescope.tables import sql as sql_mod
+    from framescope.tables import _sql as sql_mod
 
     if opts.views:
         print(sql_mod.describe())
@@ -115,7 +135,7 @@ def run_sql(opts: argparse.Namespace) -> int:
                 names = [d[0] for d in cur.description] if cur.description else []
                 rows = cur.fetchall() if names else []
             except duckdb.Error as exc:
-                print(f"framescope sql: {str(exc).strip()}", file=sys.stderr)
+                print(f"framescope sql: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
                 return 1
     except (MissingDependency, OSError, ValueError) as exc:
         from framescope.cli_traces import error_text
@@ -129,7 +149,7 @@ def run_sql(opts: argparse.Namespace) -> int:
 
 def run_diff(opts: argparse.Namespace) -> int:
     from framescope.cli_traces import error_text
-    from framescope.tables import diff as diff_mod
+    from framescope.tables import _diff as diff_mod
 
     try:
         side_a, side_b = diff_mod.split_side(opts.a), diff_mod.split_side(opts.b)
@@ -175,7 +195,7 @@ def write_dataset_command(command: str, inputs: list[str], folder: str) -> int:
 def report_diff(a: str, b: str, output: str | None) -> int:
     """``framescope report --diff A B [-o diff.html]``."""
     from framescope.cli_traces import error_text
-    from framescope.tables import _diff_report, diff as diff_mod
+    from framescope.tables import _diff as diff_mod, _diff_report
 
     output = output or "diff.html"
     try:

@@ -8,7 +8,7 @@ import json
 import os
 from importlib import resources
 
-from framescope.tables.diff import DiffRow
+from framescope.tables._diff import DiffRow
 
 
 def _asset(name: str) -> str:

@@ -59,11 +59,18 @@ COLUMNS: list[tuple[str, str, str]] = [
 _STRINGS = ["kind", "name", "qualname", "file", "thread_name", "process_name", "args"]
 
 
-def schema(with_rank: bool = True) -> pa.Schema:
-    """The Arrow schema of the exported table (without ``rank`` for a dataset's files)."""
+def schema(with_rank: bool = True, dictionaries: bool = False) -> pa.Schema:
+    """The Arrow schema of the exported table as readers see it (without ``rank`` for a
+    dataset's files). ``dictionaries``: string columns as the writer is given them,
+    dictionary<int32, string> (stored as dictionary-encoded strings)."""
     pa = require("pyarrow", "parquet", "Parquet export")
-    types = {"int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(), "string": pa.string()}
-    return pa.schema([pa.field(n, types[t]) for n, t, _ in COLUMNS if with_rank or n != "rank"])
+    string = pa.dictionary(pa.int32(), pa.string()) if dictionaries else pa.string()
+    types = {"int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(), "string": string}
+    fields = [pa.field(n, types[t]) for n, t, _ in COLUMNS if with_rank or n != "rank"]
+    if dictionaries:  # kind's indices are the batcher's one-byte kind numbers
+        fields[1 + [f.name for f in fields[1:]].index("kind")] = pa.field(
+            "kind", pa.dictionary(pa.int8(), pa.string()))
+    return pa.schema(fields)
 
 
 @dataclass
@@ -116,14 +123,15 @@ def _record_batch(b: dict[str, Any], threads: _Threads, with_rank: bool) -> pa.R
         cpu = cpu_self = pa.nulls(n, pa.int64())
     elif b["any_cpu_unknown"]:
         unknown = pc.less(cpu, 0)
-        cpu = pc.if_else(unknown, None, cpu)
-        cpu_self = pc.if_else(unknown, None, cpu_self)
+        null = pa.scalar(None, pa.int64())
+        cpu = pc.if_else(unknown, null, cpu)
+        cpu_self = pc.if_else(unknown, null, cpu_self)
     if b["args"]:
         detail = col("detail", pa.int32())
-        detail = pc.if_else(pc.less(detail, 0), None, detail)
+        detail = pc.if_else(pc.less(detail, 0), pa.scalar(None, pa.int32()), detail)
         args = dictionary(detail, pa.array(b["args"], pa.string()))
     else:
-        args = pa.nulls(n, pa.string())
+        args = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
     kind = dictionary(col("kind", pa.int8()), _kinds())
     columns: dict[str, pa.Array] = {
         "id": col("id", pa.int64()),
@@ -173,7 +181,7 @@ def _writer(path: str, with_rank: bool) -> Any:
     # rank and depth to almost nothing. The file keeps no Arrow schema: readers see plain
     # strings, not per-row-group dictionaries (pandas categoricals), the same from every tool.
     return pq.ParquetWriter(
-        path, schema(with_rank), compression="zstd", compression_level=1,
+        path, schema(with_rank, dictionaries=True), compression="zstd", compression_level=1,
         use_dictionary=_STRINGS, store_schema=False, write_statistics=["start_ns", "dur_ns",
                                                                        "self_ns", "depth", "id"])
 

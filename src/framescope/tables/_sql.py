@@ -30,27 +30,27 @@ VIEWS: dict[str, tuple[str, str]] = {
         "the rows that have a duration (no instants, no memory samples)"),
     "self_time_by_function": (
         """SELECT name, kind, is_async, any_value(file) AS file, any_value(line) AS line,
-                  count(*) AS calls, sum(self_ns) AS self_ns,
-                  coalesce(sum(dur_ns) FILTER (WHERE NOT recursive), 0) AS total_ns,
-                  sum(cpu_self_ns) AS cpu_self_ns,
-                  sum(cpu_ns) FILTER (WHERE NOT recursive) AS cpu_ns,
-                  sum(alloc_self_bytes) AS alloc_self_bytes,
-                  coalesce(sum(alloc_bytes) FILTER (WHERE NOT recursive), 0) AS alloc_bytes
+                  count(*) AS calls, CAST(sum(self_ns) AS BIGINT) AS self_ns,
+                  CAST(coalesce(sum(dur_ns) FILTER (WHERE NOT recursive), 0) AS BIGINT) AS total_ns,
+                  CAST(sum(cpu_self_ns) AS BIGINT) AS cpu_self_ns,
+                  CAST(sum(cpu_ns) FILTER (WHERE NOT recursive) AS BIGINT) AS cpu_ns,
+                  CAST(sum(alloc_self_bytes) AS BIGINT) AS alloc_self_bytes,
+                  CAST(coalesce(sum(alloc_bytes) FILTER (WHERE NOT recursive), 0) AS BIGINT) AS alloc_bytes
            FROM slices GROUP BY name, kind, is_async ORDER BY self_ns DESC, name""",
         "per function or range: calls, self and total time (recursive calls counted once), "
         "CPU time, bytes allocated: what key_averages() gives"),
     "self_time_by_thread": (
         """SELECT rank, pid, tid, any_value(thread_name) AS thread_name, name, kind,
-                  count(*) AS calls, sum(self_ns) AS self_ns,
-                  coalesce(sum(dur_ns) FILTER (WHERE NOT recursive), 0) AS total_ns,
-                  sum(cpu_self_ns) AS cpu_self_ns
+                  count(*) AS calls, CAST(sum(self_ns) AS BIGINT) AS self_ns,
+                  CAST(coalesce(sum(dur_ns) FILTER (WHERE NOT recursive), 0) AS BIGINT) AS total_ns,
+                  CAST(sum(cpu_self_ns) AS BIGINT) AS cpu_self_ns
            FROM slices GROUP BY rank, pid, tid, name, kind
            ORDER BY rank, pid, tid, self_ns DESC""",
         "the same per thread (rank, pid, tid)"),
     "self_time_by_rank": (
-        """SELECT rank, name, kind, count(*) AS calls, sum(self_ns) AS self_ns,
-                  coalesce(sum(dur_ns) FILTER (WHERE NOT recursive), 0) AS total_ns,
-                  sum(cpu_self_ns) AS cpu_self_ns
+        """SELECT rank, name, kind, count(*) AS calls, CAST(sum(self_ns) AS BIGINT) AS self_ns,
+                  CAST(coalesce(sum(dur_ns) FILTER (WHERE NOT recursive), 0) AS BIGINT) AS total_ns,
+                  CAST(sum(cpu_self_ns) AS BIGINT) AS cpu_self_ns
            FROM slices GROUP BY rank, name, kind ORDER BY rank, self_ns DESC""",
         "the same per rank"),
     "step_times": (
@@ -61,7 +61,7 @@ VIEWS: dict[str, tuple[str, str]] = {
         "every step (ProfilerStep#N ranges: profile.step(), torch.profiler's step())"),
     "step_time_by_rank": (
         """SELECT rank, count(*) AS steps, avg(dur_ns) AS mean_ns, median(dur_ns) AS median_ns,
-                  max(dur_ns) AS max_ns, sum(dur_ns) AS total_ns
+                  max(dur_ns) AS max_ns, CAST(sum(dur_ns) AS BIGINT) AS total_ns
            FROM step_times GROUP BY rank ORDER BY rank""",
         "per rank: steps and their mean, median, longest and total time"),
     "collectives": (
@@ -80,7 +80,7 @@ VIEWS: dict[str, tuple[str, str]] = {
                              end_ns DESC) AS island FROM o),
                 s AS (SELECT rank, pid, tid, min(start_ns) AS s, max(end_ns) AS e, count(*) AS n
                       FROM i GROUP BY rank, pid, tid, island)
-           SELECT rank, sum(e - s) AS collective_ns, CAST(sum(n) AS BIGINT) AS calls
+           SELECT rank, CAST(sum(e - s) AS BIGINT) AS collective_ns, CAST(sum(n) AS BIGINT) AS calls
            FROM s GROUP BY rank ORDER BY rank""",
         "per rank: time inside collectives (nested and overlapping calls counted once per "
         "thread), and how many"),
@@ -90,14 +90,15 @@ VIEWS: dict[str, tuple[str, str]] = {
 MACROS: dict[str, tuple[str, str]] = {
     "stragglers": (
         """stragglers(pct := 10) AS TABLE
-           WITH r AS (SELECT rank, avg(dur_ns) AS step_ns, count(*) AS steps
+           WITH r AS (SELECT rank, median(dur_ns) AS step_ns, count(*) AS steps
                       FROM step_times GROUP BY rank),
                 m AS (SELECT median(step_ns) AS median_ns FROM r)
            SELECT rank, steps, step_ns, median_ns,
                   100.0 * (step_ns / median_ns - 1) AS over_median_pct
            FROM r, m WHERE step_ns > median_ns * (1 + pct / 100.0)
            ORDER BY over_median_pct DESC""",
-        "ranks whose mean step time exceeds the median rank's by more than pct percent"),
+        "ranks whose step time (the median of their steps: one preempted step does not make a "
+        "straggler) exceeds the median rank's by more than pct percent"),
     "top_functions": (
         """top_functions(n := 20) AS TABLE SELECT * FROM self_time_by_function LIMIT n""",
         "the n functions with the most self time"),
@@ -188,7 +189,7 @@ def sql(path: str | os.PathLike[str], query: str,
                 return None
             return rel.df() if result == "pandas" else rel.to_arrow_table()
         except duckdb.Error as exc:
-            raise ValueError(f"framescope sql: {str(exc).strip()}") from None
+            raise ValueError(f"framescope sql: {str(exc).strip().splitlines()[0]}") from None
 
 
 def describe() -> str:

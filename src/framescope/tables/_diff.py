@@ -44,7 +44,7 @@ def run_stats(path: str) -> dict[str, dict[str, int]]:
         e["alloc_bytes"] += int(alloc or 0)
 
     if os.path.isdir(path) or path.endswith(".parquet"):
-        from framescope.tables.sql import connect
+        from framescope.tables._sql import connect
 
         with connect(path) as con:
             rows = con.execute(
