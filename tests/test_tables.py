@@ -26,12 +26,6 @@ def fib(n: int) -> int:
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
-def spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
 def steady() -> int:
     return sum(range(2000))
 
@@ -194,16 +188,18 @@ def test_missing_duckdb_message(tmp_path):
 
 
 def _job(tmp_path, monkeypatch, ranks: int, slow_rank: int | None) -> list[str]:
-    """A synthetic job: one saved trace per rank (the launcher's variables set in turn), three
-    steps each with an all_reduce range; `slow_rank`'s steps take 15 times longer."""
+    """A synthetic job: one saved trace per rank (the launcher's variables set in turn), five
+    steps each with an all_reduce range; `slow_rank`'s steps take 20 times longer. Steps wait
+    (sleep) rather than spin: on a loaded machine a spinning step is stretched by preemption,
+    a sleeping one hardly."""
     paths = []
     monkeypatch.setenv("WORLD_SIZE", str(ranks))
     for r in range(ranks):
         monkeypatch.setenv("RANK", str(r))
         with framescope.profile() as prof:
-            for i in range(3):
+            for i in range(5):
                 with framescope.record_function(f"ProfilerStep#{i}"):
-                    spin(0.03 if r == slow_rank else 0.002)
+                    time.sleep(0.1 if r == slow_rank else 0.005)
                     with framescope.record_function("c10d::allreduce_"):
                         steady()
         p = str(tmp_path / f"rank{r}.fstrace")
@@ -222,7 +218,7 @@ def test_dataset_duckdb(tmp_path, monkeypatch):
     got = con.execute(
         f"SELECT rank, count(*) FROM read_parquet('{out}/*/*.parquet', hive_partitioning=true) "
         "WHERE name = 'c10d::allreduce_' GROUP BY rank ORDER BY rank").fetchall()
-    assert got == [(0, 3), (1, 3), (2, 3)]
+    assert got == [(0, 5), (1, 5), (2, 5)]
     import pyarrow.dataset as ds
 
     table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
@@ -236,7 +232,7 @@ def test_dataset_duckdb(tmp_path, monkeypatch):
     run_cli("merge", *paths, "-o", str(tmp_path / "ds2") + "/")
     assert sorted(os.listdir(tmp_path / "ds2")) == ["rank=0", "rank=1", "rank=2"]
     per_rank = framescope.sql(str(out), "SELECT * FROM collective_time_by_rank")
-    assert list(per_rank["rank"]) == [0, 1, 2] and all(per_rank["calls"] == 3)
+    assert list(per_rank["rank"]) == [0, 1, 2] and all(per_rank["calls"] == 5)
 
 
 def test_dataset_dask_equals_duckdb(tmp_path, monkeypatch):
@@ -269,10 +265,10 @@ def test_64_rank_stragglers(tmp_path, monkeypatch):
 
     written, warnings = write_dataset(paths, out)
     assert [w.rank for w in written] == list(range(64)) and not warnings
-    text = run_cli("sql", out, "SELECT rank FROM stragglers(200)", "--csv").stdout
+    text = run_cli("sql", out, "SELECT rank FROM stragglers(300)", "--csv").stdout
     assert text.split() == ["rank", "37"]
     steps = framescope.sql(out, "SELECT * FROM step_time_by_rank")
-    assert len(steps) == 64 and set(steps["steps"]) == {3}
+    assert len(steps) == 64 and set(steps["steps"]) == {5}
 
 
 def test_diff_ranks_slowed_function_first(tmp_path):
