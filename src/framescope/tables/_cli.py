@@ -128,7 +128,9 @@ def run_sql(opts: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        duckdb = sql_mod.require("duckdb", "sql", "framescope sql")
+        from framescope.tables._deps import require
+
+        duckdb = require("duckdb", "sql", "framescope sql")
         with sql_mod.connect(opts.path, memory_limit=opts.memory_limit) as con:
             try:
                 cur = con.execute(opts.query)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from framescope import merge as merge_mod
 from framescope.profiler import load
 from framescope.tables import _parquet
+from framescope.tables._deps import require
 
 #: Batches per part file: parts of ~16 M rows give a distributed reader several tasks per rank.
 BATCHES_PER_FILE = 16
@@ -77,7 +78,7 @@ def write_dataset(paths: list[str], folder: str) -> tuple[list[WrittenRank], lis
         OSError: a file cannot be read or written.
         MissingDependency: pyarrow is not installed.
     """
-    _parquet.require("pyarrow.parquet", "parquet", "a Parquet dataset")
+    require("pyarrow.parquet", "parquet", "a Parquet dataset")
     if not paths:
         raise ValueError("give at least one saved trace (.fstrace)")
     loaded = []

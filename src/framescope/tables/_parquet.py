@@ -119,13 +119,13 @@ def _record_batch(b: dict[str, Any], threads: _Threads, with_rank: bool) -> pa.R
     pc = require("pyarrow.compute", "parquet", "Parquet export")
     n = int(b["rows"])
 
-    def col(key: str, typ: pa.DataType) -> pa.Array:
+    def col(key: str, typ: Any) -> Any:
         return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(b[key])])
 
-    def dictionary(indices: pa.Array, values: pa.Array) -> pa.Array:
+    def dictionary(indices: Any, values: Any) -> Any:
         return pa.DictionaryArray.from_arrays(indices, values)
 
-    def distinct(indices: pa.Array, by_index: tuple[Any, Any]) -> pa.Array:
+    def distinct(indices: Any, by_index: tuple[Any, Any]) -> Any:
         if len(by_index[0]) == len(by_index[1]):  # already distinct
             return dictionary(indices, by_index[1])
         return dictionary(pc.take(by_index[0], indices), by_index[1])
@@ -148,7 +148,7 @@ def _record_batch(b: dict[str, Any], threads: _Threads, with_rank: bool) -> pa.R
     else:
         args = pa.nulls(n, pa.dictionary(pa.int32(), pa.string()))
     kind = dictionary(col("kind", pa.int8()), _kinds())
-    columns: dict[str, pa.Array] = {
+    columns: dict[str, Any] = {
         "id": col("id", pa.int64()),
         "parent_id": col("parent_id", pa.int64()),
         "kind": kind,
