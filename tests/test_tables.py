@@ -298,3 +298,37 @@ def test_diff_ranks_slowed_function_first(tmp_path):
     run_cli("report", "--diff", ",".join(runs_a), ",".join(runs_b), "-o", str(html_out))
     page = html_out.read_text()
     assert "<table" in page and json.dumps(rows[0].name)[1:-1] in page
+
+
+def test_batches_and_row_groups(tmp_path):
+    """Batches of any size give the same table (rows split across row groups), and a sink
+    error ends the replay with that error."""
+    prof, _ = record(tmp_path, memory=True)
+    from framescope.tables import _parquet
+
+    whole = tmp_path / "whole.parquet"
+    _parquet.write_parquet(prof.trace, str(whole))
+    small = tmp_path / "small.parquet"
+    _parquet.write_batches(prof.trace, lambda k: str(small), batch_rows=7)
+    assert pq.ParquetFile(str(small)).num_row_groups > 10
+    assert pq.read_table(str(small)).equals(pq.read_table(str(whole)))
+
+    def bad(batch):
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        _core._column_batches(prof.trace, bad, 5, 0)
+    with pytest.raises(ValueError):
+        _core._column_batches(prof.trace, bad, 0, 0)
+
+
+def test_missing_pyarrow_message(tmp_path):
+    _, path = record(tmp_path)
+    out = tmp_path / "x.parquet"
+    code = ("import sys; sys.modules['pyarrow'] = None\n"
+            "from framescope.cli import main\n"
+            f"sys.exit(main(['convert', {path!r}, {str(out)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1 and not out.exists()
+    assert "pip install 'framescope[parquet]'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -137,7 +137,7 @@ def merge(opts: argparse.Namespace) -> int:
         output, name = resolve_output(opts.output or "merged.pftrace", opts.format)
         prof, placed, warnings = merge_files(list(opts.inputs))
         prof.export(output, format=name)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ImportError) as exc:  # ImportError: no pyarrow for .parquet
         print(f"framescope merge: {error_text(exc)}", file=sys.stderr)
         return 1
     for part in placed:

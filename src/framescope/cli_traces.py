@@ -8,6 +8,7 @@ import os
 import sys
 
 from framescope.export import EXTENSIONS, check_compression, format_for_path, format_name
+from framescope.tables._deps import MissingDependency
 
 _FORMAT_CHOICES = ["chrome", "perfetto", "pstats", "speedscope", "collapsed", "fstrace", "html",
                    "parquet"]
@@ -123,7 +124,7 @@ def run_trace_command(opts: argparse.Namespace) -> int:
     try:
         output, name = resolve_output(opts.output, opts.format)
         prof.export(output, format=name)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, MissingDependency) as exc:  # no pyarrow for a .parquet
         print(f"framescope convert: {error_text(exc)}", file=sys.stderr)
         return 1
     print(f"framescope: {opts.input} -> {output} ({name})", file=sys.stderr)
