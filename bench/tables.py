@@ -118,13 +118,51 @@ def child(code: str, *args: str) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def run_export(args: argparse.Namespace, result: dict[str, Any], tmp: str, fstrace: str,
+               parquet: str) -> dict[str, Any]:
+    """Records the streamed trace (unless kept from an earlier run) and exports it."""
+    t = time.perf_counter()
+    if not os.path.exists(fstrace):
+        subprocess.run([sys.executable, "-c", RECORD_CHILD, str(args.events), fstrace],
+                       check=True, capture_output=True)
+    result["record_s"] = round(time.perf_counter() - t, 1)
+    e = child(EXPORT_CHILD, fstrace, parquet, os.path.join(tmp, "ref.pftrace"))
+    size = os.path.getsize(parquet)
+    export = {
+        "events": e["events"], "rows": e["rows"], "wall_s": round(e["wall_s"], 2),
+        "cpu_s": round(e["cpu_s"], 2),
+        "events_per_s": round(e["events"] / e["wall_s"]),
+        "events_per_cpu_s": round(e["events"] / e["cpu_s"]),
+        "rows_per_s": round(e["rows"] / e["wall_s"]),
+        "file_bytes": size, "fstrace_bytes": os.path.getsize(fstrace),
+        "bytes_per_event": round(size / e["events"], 3),
+        "bytes_per_row": round(size / e["rows"], 3),
+        "peak_rss_mb": round(e["peak_rss_mb"], 1),
+        "perfetto_events_per_cpu_s": round(e["events"] / e["perfetto_cpu_s"]),
+        "perfetto_events_per_s": round(e["events"] / e["perfetto_wall_s"]),
+    }
+    result["export"] = export
+    print(f"export: {e['events']:,} events ({e['rows']:,} rows) in {e['wall_s']:.2f} s "
+          f"wall, {e['cpu_s']:.2f} s CPU: {export['events_per_s'] / 1e6:.1f} M events/s wall, "
+          f"{export['events_per_cpu_s'] / 1e6:.1f} M per CPU second (target 10), "
+          f"{export['bytes_per_event']} B/event (target 8), peak RSS "
+          f"{export['peak_rss_mb']} MB (target 512); the Perfetto writer on the same trace: "
+          f"{export['perfetto_events_per_cpu_s'] / 1e6:.1f} M per CPU second")
+    return export
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=float, default=40e6)
     ap.add_argument("--sql-rows", type=float, default=100e6)
     ap.add_argument("--output", default=os.path.join(HERE, "results", "tables.json"))
     ap.add_argument("--keep", default=None, help="directory to keep the files in")
+    ap.add_argument("--sql-only", action="store_true",
+                    help="rerun the SQL part on --keep's big.parquet, keeping the output file's "
+                         "export figures")
     args = ap.parse_args()
+    if args.sql_only and not args.keep:
+        ap.error("--sql-only needs --keep DIR (holding big.parquet)")
     tmp = args.keep or tempfile.mkdtemp(prefix="fs-tables-bench-")
     os.makedirs(tmp, exist_ok=True)
     try:
@@ -132,36 +170,17 @@ def main() -> None:
                                   "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                                   "cpus": os.cpu_count(), "loadavg_before": loadavg()}
         fstrace = os.path.join(tmp, "big.fstrace")
-        t = time.perf_counter()
-        if not os.path.exists(fstrace):
-            subprocess.run([sys.executable, "-c", RECORD_CHILD, str(args.events), fstrace],
-                           check=True, capture_output=True)
-        result["record_s"] = round(time.perf_counter() - t, 1)
         parquet = os.path.join(tmp, "big.parquet")
-        e = child(EXPORT_CHILD, fstrace, parquet, os.path.join(tmp, "ref.pftrace"))
-        size = os.path.getsize(parquet)
-        export = {
-            "events": e["events"], "rows": e["rows"], "wall_s": round(e["wall_s"], 2),
-            "cpu_s": round(e["cpu_s"], 2),
-            "events_per_s": round(e["events"] / e["wall_s"]),
-            "events_per_cpu_s": round(e["events"] / e["cpu_s"]),
-            "rows_per_s": round(e["rows"] / e["wall_s"]),
-            "file_bytes": size, "fstrace_bytes": os.path.getsize(fstrace),
-            "bytes_per_event": round(size / e["events"], 3),
-            "bytes_per_row": round(size / e["rows"], 3),
-            "peak_rss_mb": round(e["peak_rss_mb"], 1),
-            "perfetto_events_per_cpu_s": round(e["events"] / e["perfetto_cpu_s"]),
-            "perfetto_events_per_s": round(e["events"] / e["perfetto_wall_s"]),
-        }
-        result["export"] = export
-        print(f"export: {e['events']:,} events ({e['rows']:,} rows) in {e['wall_s']:.2f} s "
-              f"wall, {e['cpu_s']:.2f} s CPU: {export['events_per_s'] / 1e6:.1f} M events/s wall, "
-              f"{export['events_per_cpu_s'] / 1e6:.1f} M per CPU second (target 10), "
-              f"{export['bytes_per_event']} B/event (target 8), peak RSS "
-              f"{export['peak_rss_mb']} MB (target 512); the Perfetto writer on the same trace: "
-              f"{export['perfetto_events_per_cpu_s'] / 1e6:.1f} M per CPU second")
+        if args.sql_only:
+            with open(args.output) as f:
+                old = json.load(f)
+            result.update({k: old[k] for k in ("record_s", "export", "loadavg_before")})
+            result["export_date"] = old["date"]
+            export = result["export"]
+        else:
+            export = run_export(args, result, tmp, fstrace, parquet)
         # A dataset of about --sql-rows rows: the export's file as that many rank partitions.
-        copies = max(1, math.ceil(args.sql_rows / e["rows"]))
+        copies = max(1, math.ceil(args.sql_rows / export["rows"]))
         ds = os.path.join(tmp, "ds")
         shutil.rmtree(ds, ignore_errors=True)
         for r in range(copies):

@@ -57,7 +57,8 @@ COLUMNS: list[tuple[str, str, str]] = [
 ]
 
 _STRINGS = ["kind", "name", "qualname", "file", "thread_name", "process_name", "args"]
-_DELTA = ["id", "parent_id", "start_ns", "self_ns", "cpu_self_ns"]
+_DELTA = ["id", "parent_id", "start_ns", "dur_ns", "self_ns", "cpu_ns", "cpu_self_ns"]
+_NULLABLE = {"cpu_ns", "cpu_self_ns", "rank", "args"}
 
 
 def schema(with_rank: bool = True, dictionaries: bool = False) -> pa.Schema:
@@ -67,10 +68,13 @@ def schema(with_rank: bool = True, dictionaries: bool = False) -> pa.Schema:
     pa = require("pyarrow", "parquet", "Parquet export")
     string = pa.dictionary(pa.int32(), pa.string()) if dictionaries else pa.string()
     types = {"int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(), "string": string}
-    fields = [pa.field(n, types[t]) for n, t, _ in COLUMNS if with_rank or n != "rank"]
+    # Columns that are never null are stored as REQUIRED: the writer then encodes no
+    # definition levels for them (~20% of its time).
+    fields = [pa.field(n, types[t], nullable=n in _NULLABLE) for n, t, _ in COLUMNS
+              if with_rank or n != "rank"]
     if dictionaries:  # kind's indices are the batcher's one-byte kind numbers
         fields[1 + [f.name for f in fields[1:]].index("kind")] = pa.field(
-            "kind", pa.dictionary(pa.int8(), pa.string()))
+            "kind", pa.dictionary(pa.int8(), pa.string()), nullable=False)
     return pa.schema(fields)
 
 
@@ -176,7 +180,8 @@ def _record_batch(b: dict[str, Any], threads: _Threads, with_rank: bool) -> pa.R
     }
     if not with_rank:
         del columns["rank"]
-    return pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
+    return pa.RecordBatch.from_arrays(list(columns.values()),
+                                      schema=schema(with_rank, dictionaries=True))
 
 
 _KINDS: list[Any] = []
@@ -192,10 +197,11 @@ def _kinds() -> pa.Array:
 def _writer(path: str, with_rank: bool) -> Any:
     pq = require("pyarrow.parquet", "parquet", "Parquet export")
     # Strings are dictionary-encoded (their arrays already are: no hashing per row). Ids and
-    # times that grow row after row (id, parent_id, start_ns) or are mostly small (self times)
-    # are delta-encoded (DELTA_BINARY_PACKED): smaller and ~3x faster to write than plain
-    # values through zstd (bench/tables.py); the rest is plain and left to zstd, which shrinks
-    # the per-thread runs of tid, pid, rank and depth to almost nothing. Statistics only where
+    # times are delta-encoded (DELTA_BINARY_PACKED): ids and starts grow row after row, and
+    # durations are mostly small, so their deltas pack into few bits; writing them so is 2-3x
+    # faster than plain values through zstd, at about the same size (durations a little
+    # bigger; measured in bench/tables.py's runs). The rest is plain and left to zstd, which
+    # shrinks the per-thread runs of tid, pid, rank and depth to almost nothing. Statistics only where
     # engines use them to skip row groups (times). The file keeps no Arrow schema: readers see
     # plain strings, not per-row-group dictionaries (pandas categoricals), from every tool.
     return pq.ParquetWriter(

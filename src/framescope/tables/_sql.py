@@ -147,6 +147,9 @@ def connect(path: str | os.PathLike[str], memory_limit: str | None = None
             write_parquet(trace, p)
         con = duckdb.connect(":memory:")
         stack.callback(con.close)
+        # DuckDB draws a progress bar on stdout for long queries: it would end up in --csv or
+        # --json output and in a caller's captured stdout.
+        con.execute("SET enable_progress_bar = false")
         if memory_limit:
             con.execute(f"SET memory_limit = {_quote(memory_limit)}")
         try:
