@@ -271,12 +271,48 @@ def test_64_rank_stragglers(tmp_path, monkeypatch):
     assert len(steps) == 64 and set(steps["steps"]) == {5}
 
 
+RUNS = r"""
+import sys, threading, framescope
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+def steady():
+    return sum(range(2000))
+def hot(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+prefix, hot_n, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for k in range(count):
+    with framescope.profile() as prof:
+        th = threading.Thread(target=fib, args=(12,))
+        th.start()
+        for i in range(3):
+            with framescope.record_function(f"ProfilerStep#{i}"):
+                fib(10)
+                with framescope.record_function("outer"):
+                    steady()
+                    hot(hot_n)
+        th.join()
+    prof.save(f"{prefix}{k}.fstrace")
+"""
+
+
+def _record_runs(tmp_path, name: str, hot_n: int, count: int) -> list[str]:
+    prefix = str(tmp_path / name)
+    subprocess.run([sys.executable, "-c", RUNS, prefix, str(hot_n), str(count)], check=True,
+                   timeout=300)
+    return [f"{prefix}{k}.fstrace" for k in range(count)]
+
+
 def test_diff_ranks_slowed_function_first(tmp_path):
     # hot() runs 500x longer in B: ~100 ms, far above what threads waiting on a loaded machine
     # add to other names; four runs a side keep the noise test sure of it even when the load
-    # stretches B's runs unevenly.
-    runs_a = [record(tmp_path, f"a{i}", hot_n=2000)[1] for i in range(4)]
-    runs_b = [record(tmp_path, f"b{i}", hot_n=1_000_000)[1] for i in range(4)]
+    # stretches B's runs unevenly. Recorded in a fresh process: an idle thread left by an
+    # earlier test (a thread pool's worker) would be recorded too, its wait as long as each
+    # session, and in a one-run diff its change rivals the slowed function's.
+    runs_a = _record_runs(tmp_path, "a", 2000, 4)
+    runs_b = _record_runs(tmp_path, "b", 1_000_000, 4)
     from framescope.tables import diff
 
     rows = diff(runs_a[:1], runs_b[:1])
@@ -300,7 +336,8 @@ def test_diff_ranks_slowed_function_first(tmp_path):
     html_out = tmp_path / "diff.html"
     run_cli("report", "--diff", ",".join(runs_a), ",".join(runs_b), "-o", str(html_out))
     page = html_out.read_text()
-    assert "<table" in page and json.dumps(rows[0].name)[1:-1] in page
+    assert "<table" in page
+    assert json.dumps(rows[0].name)[1:-1].replace("<", "\\u003c") in page  # escaped in <script>
 
 
 def test_batches_and_row_groups(tmp_path):

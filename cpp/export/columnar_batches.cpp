@@ -31,19 +31,32 @@ void put_double(std::string& out, double v) {
   out += buf;
 }
 
-// The per-row columns of a batch, reserved once: a batch is filled by push_back only.
-void reserve(ColumnBatch& b, size_t n) {
+// Empties a batch for the next rows, keeping its vectors' memory (a sink may hand back a batch
+// it is done with: refilling memory already touched costs no page faults, and fresh 100 MB of
+// buffers per batch cost ~20% of the batcher's time in the kernel), and reserves room for `n`
+// rows: a batch is filled by push_back only.
+void reset(ColumnBatch& b, size_t n) {
   for (auto* v : {&b.id, &b.parent, &b.start_ns, &b.dur_ns, &b.self_ns, &b.cpu_ns, &b.cpu_self_ns,
                   &b.alloc_bytes, &b.alloc_self_bytes, &b.flops}) {
+    v->clear();
     v->reserve(n);
   }
-  b.thread.reserve(n);
-  b.name.reserve(n);
-  b.depth.reserve(n);
-  b.detail.reserve(n);
-  b.kind.reserve(n);
-  b.is_async.reserve(n);
-  b.recursive.reserve(n);
+  for (auto* v : {&b.thread, &b.name}) {
+    v->clear();
+    v->reserve(n);
+  }
+  for (auto* v : {&b.depth, &b.detail}) {
+    v->clear();
+    v->reserve(n);
+  }
+  for (auto* v : {&b.kind, &b.is_async, &b.recursive}) {
+    v->clear();
+    v->reserve(n);
+  }
+  b.rows = 0;
+  b.symbols.clear();
+  b.args.clear();
+  b.any_cpu_known = b.any_cpu_unknown = false;
 }
 
 // The time rules are key_averages' (cpp/analysis/key_averages.cpp, ungrouped): self time is the
@@ -242,10 +255,7 @@ class ColumnarVisitor final : public TraceVisitor {
     if (++b.rows >= o_.batch_rows) flush();
   }
 
-  void start_batch() {
-    batch_ = ColumnBatch();
-    reserve(batch_, o_.batch_rows);
-  }
+  void start_batch() { reset(batch_, o_.batch_rows); }
 
   void flush() {
     for (uint32_t sym : batch_.symbols) local_symbol_[sym] = UINT32_MAX;

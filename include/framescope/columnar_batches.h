@@ -62,9 +62,10 @@ struct ColumnarOptions {
   int64_t offset_ns = 0;                ///< added to every start_ns (a dataset's merged clock)
 };
 
-/// Replays `source` once into batches of `options.batch_rows` rows, handing each to `sink`
-/// (which may take its vectors). Memory: one batch plus the open slices. Rethrows what `sink`
-/// throws.
+/// Replays `source` once into batches of `options.batch_rows` rows, handing each to `sink`,
+/// which may take its vectors and leave another batch in their place (one it is done with: its
+/// memory is reused, emptied, for the next rows). Memory: one batch plus the open slices.
+/// Rethrows what `sink` throws.
 void write_column_batches(const TraceSource& source, const ColumnarOptions& options,
                           const std::function<void(ColumnBatch&)>& sink);
 

@@ -2,6 +2,9 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <memory>
+#include <mutex>
+
 #include "bindings/trace_handle.h"
 #include "framescope/columnar_batches.h"
 
@@ -54,6 +57,18 @@ class SymbolTexts {
   std::vector<nb::object> names_, files_, functions_;
 };
 
+// A batch Python is done with, kept for the replay to refill (at most one: the sink writes a
+// batch before the next is filled).
+struct BatchPool {
+  std::mutex mutex;
+  std::unique_ptr<ColumnBatch> free;
+};
+
+struct PooledBatch {
+  ColumnBatch batch;
+  std::weak_ptr<BatchPool> pool;
+};
+
 }  // namespace
 
 void bind_tables(nb::module_& m) {
@@ -66,13 +81,26 @@ void bind_tables(nb::module_& m) {
         options.batch_rows = batch_rows;
         options.offset_ns = offset_ns;
         SymbolTexts texts(stored->symbols());
+        auto pool = std::make_shared<BatchPool>();
         // The replay runs without the GIL; each full batch takes it to be handed over. The
-        // batch's vectors move to the heap, owned by a capsule the column arrays keep alive.
+        // batch's vectors move to the heap, owned by a capsule the column arrays keep alive;
+        // when the last of them is gone the batch goes back to `pool`, and the replay refills
+        // it (no fresh memory per batch) unless the sink still holds it.
         nb::gil_scoped_release release;
         write_column_batches(*stored, options, [&](ColumnBatch& b) {
           nb::gil_scoped_acquire acquire;
-          auto* held = new ColumnBatch(std::move(b));
-          nb::capsule owner(held, [](void* p) noexcept { delete static_cast<ColumnBatch*>(p); });
+          auto* pooled = new PooledBatch{std::move(b), pool};
+          ColumnBatch* held = &pooled->batch;
+          nb::capsule owner(pooled, [](void* p) noexcept {
+            auto* done = static_cast<PooledBatch*>(p);
+            if (auto back = done->pool.lock()) {
+              std::lock_guard<std::mutex> lock(back->mutex);
+              if (!back->free) {
+                back->free = std::make_unique<ColumnBatch>(std::move(done->batch));
+              }
+            }
+            delete done;
+          });
           nb::dict d;
           d["rows"] = held->rows;
           d["id"] = column(held->id, owner);
@@ -99,6 +127,13 @@ void bind_tables(nb::module_& m) {
           d["any_cpu_known"] = held->any_cpu_known;
           d["any_cpu_unknown"] = held->any_cpu_unknown;
           sink(d);  // a Python exception propagates as nb::python_error, ending the replay
+          d.clear();
+          owner.reset();
+          std::lock_guard<std::mutex> lock(pool->mutex);
+          if (pool->free) {
+            b = std::move(*pool->free);
+            pool->free.reset();
+          }
         });
       },
       "trace"_a, "sink"_a, "batch_rows"_a = size_t(1) << 20, "offset_ns"_a = 0,
