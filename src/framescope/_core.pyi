@@ -180,6 +180,9 @@ class Trace:
     def export(self, path: str, format: str | None = None, progress: bool = True) -> None:
         """Writes ``format`` (from the extension when None); OSError/ValueError on failure."""
 
+    def _export_chrome(self, path: str, extra_members: str, progress: bool = True) -> None:
+        """Chrome JSON with ``extra_members`` (``"key":value,`` members) first in the object."""
+
     def save(self, path: str) -> None: ...
     @staticmethod
     def load(path: str) -> Trace:
