@@ -273,3 +273,17 @@ def test_memory_timeline_errors_and_formats(tmp_path: Any) -> None:
         plain.export_memory_timeline(str(tmp_path / "x.json"))
     with pytest.raises(ValueError, match="unknown metric"):
         plain.export_stacks(str(tmp_path / "s.txt"), "cpu_time")
+
+
+def test_torchs_other_keywords_are_accepted() -> None:
+    prof = framescope.profile(activities=[framescope.ProfilerActivity.CPU], with_modules=True,
+                              acc_events=True, experimental_config=None,
+                              post_processing_timeout_s=5.0,
+                              custom_trace_id_callback=lambda: "id")
+    assert prof.torch_ops and prof.unavailable_activities == []
+    with pytest.warns(UserWarning, match="use_cuda=True"):
+        assert framescope.profile(use_cuda=True).unavailable_activities == ["CUDA"]
+    with pytest.raises(NotImplementedError, match="execution_trace_observer"):
+        framescope.profile(execution_trace_observer=object())
+    with pytest.raises(TypeError):
+        framescope.profile(with_module=True)  # type: ignore[call-arg]

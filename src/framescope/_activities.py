@@ -9,7 +9,7 @@ import sys
 import warnings
 from typing import Iterable
 
-__all__ = ["ProfilerActivity", "supported_activities", "resolve_activities"]
+__all__ = ["ProfilerActivity", "supported_activities", "resolve_activities", "check_torch_only"]
 
 
 class ProfilerActivity(enum.Enum):
@@ -62,7 +62,9 @@ def resolve_activities(
     if isinstance(activities, (str, bytes)) or not hasattr(activities, "__iter__"):
         raise TypeError(f"activities must be an iterable of ProfilerActivity, not "
                         f"{type(activities).__name__}")
-    asked = tuple(dict.fromkeys(_as_activity(a) for a in activities))
+    # torch also takes {activity: [names]} items (per-activity options): their activities count
+    keys = [k for a in activities for k in (a if isinstance(a, dict) else [a])]
+    asked = tuple(dict.fromkeys(_as_activity(a) for a in keys))
     unavailable = [a.name for a in asked if a not in supported_activities()]
     if unavailable:
         warnings.warn(
@@ -72,3 +74,37 @@ def resolve_activities(
     if torch_ops is None:
         torch_ops = ProfilerActivity.CPU in asked and "torch" in sys.modules
     return asked, bool(torch_ops), unavailable
+
+
+def check_torch_only(
+    *,
+    with_modules: bool,
+    experimental_config: object,
+    execution_trace_observer: object,
+    acc_events: bool,
+    use_cuda: bool | None,
+    custom_trace_id_callback: object,
+    post_processing_timeout_s: float | None,
+) -> list[str]:
+    """torch.profiler.profile's keywords that framescope takes so a recipe runs unchanged: what
+    they change here (the device activities they imply, for ``unavailable_activities``).
+
+    ``with_modules`` is always on with ``with_stack`` (``nn.Module: ...`` slices);
+    ``experimental_config``, ``acc_events``, ``custom_trace_id_callback`` and
+    ``post_processing_timeout_s`` tune torch's Kineto collector and change nothing here.
+
+    Raises:
+        NotImplementedError: an ``execution_trace_observer`` (framescope has no execution
+            trace).
+    """
+    del with_modules, experimental_config, acc_events, custom_trace_id_callback
+    del post_processing_timeout_s
+    if execution_trace_observer is not None:
+        raise NotImplementedError(
+            "framescope does not record torch's execution trace: profile(execution_trace_"
+            "observer=...) is not supported (leave it out; the Chrome trace has the ops)")
+    if use_cuda:
+        warnings.warn("framescope: CUDA activity unavailable (use_cuda=True; framescope records "
+                      "the CPU); recorded as unavailable", stacklevel=3)
+        return ["CUDA"]
+    return []

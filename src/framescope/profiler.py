@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
 from framescope import _core, processes, ranks
-from framescope._activities import resolve_activities
+from framescope._activities import check_torch_only, resolve_activities
 # Imported now, not when summary() first runs: framescope run prints the summary at interpreter
 # exit, where creating analysis's NamedTuple (an eval() of generated code) would reset CPython's
 # record of an unhandled KeyboardInterrupt, and the run would exit with status 1, not by SIGINT.
@@ -314,6 +314,15 @@ class profile:
         max_depth: int | None = None,
         min_duration_ns: int = 0,
         stream_to: str | os.PathLike[str] | None = None,
+        # torch.profiler.profile's other keywords, so that its recipes run unchanged
+        # (framescope._activities.check_torch_only says what each means here):
+        with_modules: bool = False,
+        experimental_config: Any = None,
+        execution_trace_observer: Any = None,
+        acc_events: bool = False,
+        use_cuda: bool | None = None,
+        custom_trace_id_callback: Callable[[], str] | None = None,
+        post_processing_timeout_s: float | None = None,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
@@ -339,6 +348,12 @@ class profile:
         # says otherwise; device activities are accepted and noted unavailable (_activities).
         self.activities, torch_ops, self.unavailable_activities = resolve_activities(
             activities, torch_ops)
+        self.unavailable_activities += [a for a in check_torch_only(
+            with_modules=with_modules, experimental_config=experimental_config,
+            execution_trace_observer=execution_trace_observer, acc_events=acc_events,
+            use_cuda=use_cuda, custom_trace_id_callback=custom_trace_id_callback,
+            post_processing_timeout_s=post_processing_timeout_s,
+        ) if a not in self.unavailable_activities]
         self.torch_ops = torch_ops
         self._metadata: dict[str, str] = {}  # add_metadata(_json): top-level keys of the JSON
         if torch_ops:
@@ -575,6 +590,11 @@ class profile:
         from framescope._torch_json import metadata_json
 
         self._metadata[str(key)] = metadata_json(key, value)
+
+    def preset_metadata_json(self, key: str, value: str) -> None:
+        """torch's name for adding JSON metadata before the profile starts: the same as
+        ``add_metadata_json`` here (the keys are written at export either way)."""
+        self.add_metadata_json(key, value)
 
     @unrecorded
     def export_stacks(self, path: str | os.PathLike[str],
