@@ -49,8 +49,8 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
 // reader sorts (Perfetto, chrome://tracing).
 class ChromeWriter final : public TraceVisitor {
  public:
-  ChromeWriter(OutputSink& out, int64_t base, std::string_view extra_members)
-      : out_(out), base_(base), extra_members_(extra_members) {
+  ChromeWriter(OutputSink& out, int64_t base, std::string_view extra_members, bool for_torch)
+      : out_(out), base_(base), extra_members_(extra_members), for_torch_(for_torch) {
     for (size_t c = 0; c < 6; ++c) category_names_[c] = category_name(EventCategory(c));
   }
 
@@ -213,6 +213,7 @@ class ChromeWriter final : public TraceVisitor {
       out_.put(",\"args\":{\"bytes\":");
       out_.put_int(m.total_allocated);
       out_.put("}}");
+      if (!for_torch_) return;
       // ... and torch's "[memory]" instant (Device Type 0, CPU; no address: the net bytes a
       // call allocated), which torch-tb-profiler's Memory view reads.
       sep();
@@ -412,6 +413,7 @@ class ChromeWriter final : public TraceVisitor {
   TextBuffer out_;
   int64_t base_;
   std::string_view extra_members_;
+  bool for_torch_;                  // for torch's readers: Python heap samples as "[memory]" too
   std::vector<bool> is_module_;     // per symbol: an nn.Module slice
   std::vector<OpenSlice> open_;     // this thread's open slices, outermost first
   int64_t python_parent_ = -1;      // of the slice being written
@@ -487,11 +489,12 @@ void append_json_escaped(std::string& out, std::string_view s) {
 }
 
 void write_chrome_json(const TraceSource& source, OutputSink& out) {
-  write_chrome_json(source, out, {});
+  exporters::ChromeWriter w(out, source.time_base_ns(), {}, false);
+  source.visit(w);
 }
 
 void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members) {
-  exporters::ChromeWriter w(out, source.time_base_ns(), extra_members);
+  exporters::ChromeWriter w(out, source.time_base_ns(), extra_members, true);
   source.visit(w);
 }
 

@@ -25,11 +25,13 @@ enum class ExportFormat {
 /// marks as "i", ranges ended on another thread as "b"/"e", memory samples as "[memory]"
 /// instants plus a "Memory" counter, process/thread name metadata.
 void write_chrome_json(const TraceSource& source, OutputSink& out);
-/// The same, with `extra_members` (JSON object members, each followed by a comma:
-/// `"key":value,`) written first in the top-level object: what torch.profiler's readers read
-/// there (traceName, distributedInfo, add_metadata's keys). Python frames carry torch's
-/// "Python id", "Python parent id" (the nearest enclosing Python frame) and, for "nn.Module: "
-/// slices, "Python module id" args, as torch writes them with_stack/with_modules.
+/// The same for torch.profiler's readers (torch-tb-profiler, HTA): `extra_members` (JSON object
+/// members, each followed by a comma: `"key":value,`) written first in the top-level object
+/// (traceName, distributedInfo, add_metadata's keys), and the Python heap's samples also as
+/// "[memory]" instants (the Memory view reads those; the plain export writes only a counter,
+/// as a sample may come with every call). In both, Python frames carry torch's "Python id",
+/// "Python parent id" (the nearest enclosing Python frame) and, for "nn.Module: " slices,
+/// "Python module id" args, as torch writes them with_stack/with_modules.
 void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members);
 /// Perfetto protobuf: one sequence per thread with incremental timestamps (a sequence-scoped
 /// clock), interned names, categories and source locations, TrackDescriptors for processes and
