@@ -1,9 +1,13 @@
 """Overhead of recording torch operators: framescope (torch_ops=True, with and without Python
 frames and shapes) beside torch.profiler (CPU ops, with_stack=True, record_shapes), on the same
-models in one process, as ratios to the untraced run. Writes bench/results/torch_ops.json.
+models in one process, as ratios to the untraced run; and the drop-in pairs: torch.profiler's
+recipe with only the import line changed (``framescope.profile(activities=[CPU])``, with and
+without stacks) against torch's, as a ratio of added cost, start and stop included (medians).
+Models: two MLPs and a 6-layer nn.TransformerEncoder. Writes bench/results/torch_ops.json.
 
-Configurations are measured round-robin (one repetition of each per round, best of the rounds),
-so that drift on a shared machine affects all of them alike. Needs torch (3.11: torch==2.13.0).
+Configurations are measured round-robin (one repetition of each per round; ratios from the best
+of the rounds, the drop-in pairs from the medians), so that drift on a shared machine affects
+all of them alike. Needs torch (3.11: torch==2.13.0).
 
     python bench/torch_ops.py [--rounds 7] [--quick]
 """

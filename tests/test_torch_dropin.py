@@ -287,3 +287,41 @@ def test_torchs_other_keywords_are_accepted() -> None:
         framescope.profile(execution_trace_observer=object())
     with pytest.raises(TypeError):
         framescope.profile(with_module=True)  # type: ignore[call-arg]
+
+
+def rank_hta_reads(path: str) -> int:
+    """The rank HTA's loader reads from a trace file (its own regex over the file's lines)."""
+    from hta.common.trace_file import create_rank_to_trace_dict
+
+    ok, ranks = create_rank_to_trace_dict([path])
+    assert ok
+    (rank,) = ranks
+    return int(rank)
+
+
+def test_distributed_info_from_torch_distributed_and_launchers(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0,
+                            world_size=1)
+    try:
+        with framescope.profile(activities=[framescope.ProfilerActivity.CPU]) as prof:
+            torch.ones(2).add(1)
+        path = str(tmp_path / "dist.pt.trace.json")
+        prof.export_chrome_trace(path)
+    finally:
+        dist.destroy_process_group()
+    with open(path, encoding="utf-8") as f:
+        info = json.load(f)["distributedInfo"]
+    assert (info["backend"], info["rank"], info["world_size"]) == ("gloo", 0, 1)
+    assert rank_hta_reads(path) == 0
+    # a launcher's rank without a process group (torchrun's variables)
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    path = str(tmp_path / "rank3.pt.trace.json")
+    prof.export_chrome_trace(path)
+    with open(path, encoding="utf-8") as f:
+        info = json.load(f)["distributedInfo"]
+    assert (info["rank"], info["world_size"]) == (3, 4)
+    assert rank_hta_reads(path) == 3
