@@ -49,8 +49,13 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
 // reader sorts (Perfetto, chrome://tracing).
 class ChromeWriter final : public TraceVisitor {
  public:
-  ChromeWriter(OutputSink& out, int64_t base, std::string_view extra_members, bool for_torch)
-      : out_(out), base_(base), extra_members_(extra_members), for_torch_(for_torch) {
+  ChromeWriter(OutputSink& out, int64_t base, std::string_view extra_members, bool for_torch,
+               int64_t wall_offset_ns)
+      : out_(out),
+        base_(base),
+        extra_members_(extra_members),
+        for_torch_(for_torch),
+        wall_offset_ns_(wall_offset_ns) {
     for (size_t c = 0; c < 6; ++c) category_names_[c] = category_name(EventCategory(c));
   }
 
@@ -71,7 +76,7 @@ class ChromeWriter final : public TraceVisitor {
     out_.put(extra_members_);
     out_.put("\"schemaVersion\":1,\n\"deviceProperties\":[],\n\"displayTimeUnit\":\"ms\",\n"
              "\"baseTimeNanoseconds\":");
-    out_.put_int(base_);
+    out_.put_int(base_ + wall_offset_ns_);
     out_.put(",\n\"otherData\":{\"profiler\":\"framescope\",\"dropped_events\":");
     out_.put_uint(v.dropped_events);
     out_.put(",\"warnings\":[");
@@ -414,6 +419,7 @@ class ChromeWriter final : public TraceVisitor {
   int64_t base_;
   std::string_view extra_members_;
   bool for_torch_;                  // for torch's readers: Python heap samples as "[memory]" too
+  int64_t wall_offset_ns_;          // added to the written base (Unix time for torch's readers)
   std::vector<bool> is_module_;     // per symbol: an nn.Module slice
   std::vector<OpenSlice> open_;     // this thread's open slices, outermost first
   int64_t python_parent_ = -1;      // of the slice being written
@@ -489,12 +495,13 @@ void append_json_escaped(std::string& out, std::string_view s) {
 }
 
 void write_chrome_json(const TraceSource& source, OutputSink& out) {
-  exporters::ChromeWriter w(out, source.time_base_ns(), {}, false);
+  exporters::ChromeWriter w(out, source.time_base_ns(), {}, false, 0);
   source.visit(w);
 }
 
-void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members) {
-  exporters::ChromeWriter w(out, source.time_base_ns(), extra_members, true);
+void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members,
+                       int64_t wall_offset_ns) {
+  exporters::ChromeWriter w(out, source.time_base_ns(), extra_members, true, wall_offset_ns);
   source.visit(w);
 }
 

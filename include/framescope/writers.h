@@ -32,7 +32,10 @@ void write_chrome_json(const TraceSource& source, OutputSink& out);
 /// as a sample may come with every call). In both, Python frames carry torch's "Python id",
 /// "Python parent id" (the nearest enclosing Python frame) and, for "nn.Module: " slices,
 /// "Python module id" args, as torch writes them with_stack/with_modules.
-void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members);
+/// `wall_offset_ns` (CLOCK_REALTIME - CLOCK_MONOTONIC) is added to baseTimeNanoseconds, so that
+/// base + ts is Unix time as in torch's files (HTA converts timestamps so).
+void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members,
+                       int64_t wall_offset_ns);
 /// Perfetto protobuf: one sequence per thread with incremental timestamps (a sequence-scoped
 /// clock), interned names, categories and source locations, TrackDescriptors for processes and
 /// threads, SLICE_BEGIN/END (strictly nested: see NestingAdapter), instants for marks, async

@@ -180,8 +180,11 @@ class Trace:
     def export(self, path: str, format: str | None = None, progress: bool = True) -> None:
         """Writes ``format`` (from the extension when None); OSError/ValueError on failure."""
 
-    def _export_chrome(self, path: str, extra_members: str, progress: bool = True) -> None:
-        """Chrome JSON with ``extra_members`` (``"key":value,`` members) first in the object."""
+    def _export_chrome(self, path: str, extra_members: str, wall_offset_ns: int,
+                       progress: bool = True) -> None:
+        """Chrome JSON for torch's readers: ``extra_members`` (``"key":value,`` members) first
+        in the object, Python heap ``[memory]`` instants, ``wall_offset_ns`` added to
+        baseTimeNanoseconds."""
 
     def save(self, path: str) -> None: ...
     @staticmethod

@@ -10,7 +10,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any, Mapping
 
-from framescope import ranks
+from framescope import clock_sync, ranks
 
 if TYPE_CHECKING:
     from framescope._core import Trace
@@ -82,5 +82,8 @@ def top_level_members(path: str, options: Mapping[str, Any], metadata: Mapping[s
 
 def export_chrome(trace: Trace, path: str, options: Mapping[str, Any],
                   metadata: Mapping[str, str], unavailable: list[str]) -> None:
-    """Writes the Chrome JSON (``.gz``: compressed) with torch's top-level members."""
-    trace._export_chrome(path, top_level_members(path, options, metadata, unavailable))
+    """Writes the Chrome JSON (``.gz``: compressed) with torch's top-level members, and
+    baseTimeNanoseconds in Unix time as torch's (the events' times stay the trace's)."""
+    monotonic, realtime = clock_sync.clock_pair()
+    trace._export_chrome(path, top_level_members(path, options, metadata, unavailable),
+                         realtime - monotonic)
