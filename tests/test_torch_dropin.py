@@ -136,7 +136,8 @@ def test_memory_events_and_top_level_keys(runs: dict[str, str]) -> None:
     torch_keys = set(tb_trace(runs["torch"])) - {"trace_id"}
     assert torch_keys <= set(data), torch_keys - set(data)
     assert data["traceName"].endswith(".pt.trace.json")
-    steps = [e["name"] for e in data["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+    steps = [e["name"] for e in data["traceEvents"]
+             if e.get("name", "").startswith("ProfilerStep#")]
     theirs = [e["name"] for e in tb_trace(runs["torch"])["traceEvents"]
               if e.get("name", "").startswith("ProfilerStep#")]
     assert sorted(steps) == sorted(theirs) == ["ProfilerStep#2", "ProfilerStep#3",

@@ -565,9 +565,13 @@ class profile:
     def export_chrome_trace(self, path: str | os.PathLike[str],
                             use_python_export: bool = False) -> None:
         """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing);
-        gzip-compressed when ``path`` ends with ``.gz``. ``use_python_export`` is accepted for
-        torch.profiler's callers (its ``tensorboard_trace_handler`` passes it) and changes
-        nothing: the writer is always the native one."""
+        gzip-compressed when ``path`` ends with ``.gz``. It is the file torch.profiler's
+        readers take (torch-tb-profiler, HTA): torch's top-level members (``traceName``,
+        ``distributedInfo``, ``add_metadata`` keys...), baseTimeNanoseconds in Unix time, the
+        Python heap's ``[memory]`` instants with ``profile_memory`` (docs/torch.md); ``export()``
+        writes the plain Chrome JSON. ``use_python_export`` is accepted for torch.profiler's
+        callers (its ``tensorboard_trace_handler`` passes it) and changes nothing: the writer
+        is always the native one."""
         del use_python_export
         from framescope import _torch_json
 
