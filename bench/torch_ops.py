@@ -1,9 +1,13 @@
 """Overhead of recording torch operators: framescope (torch_ops=True, with and without Python
 frames and shapes) beside torch.profiler (CPU ops, with_stack=True, record_shapes), on the same
-models in one process, as ratios to the untraced run. Writes bench/results/torch_ops.json.
+models in one process, as ratios to the untraced run; and the drop-in pairs: torch.profiler's
+recipe with only the import line changed (``framescope.profile(activities=[CPU])``, with and
+without stacks) against torch's, as a ratio of added cost, start and stop included (medians).
+Models: two MLPs and a 6-layer nn.TransformerEncoder. Writes bench/results/torch_ops.json.
 
-Configurations are measured round-robin (one repetition of each per round, best of the rounds),
-so that drift on a shared machine affects all of them alike. Needs torch (3.11: torch==2.13.0).
+Configurations are measured round-robin (one repetition of each per round; ratios from the best
+of the rounds, the drop-in pairs from the medians), so that drift on a shared machine affects
+all of them alike. Needs torch (3.11: torch==2.13.0).
 
     python bench/torch_ops.py [--rounds 7] [--quick]
 """
@@ -15,6 +19,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from typing import Any, Callable
@@ -56,9 +61,27 @@ def make_workloads(torch: Any) -> dict[str, Callable[[], None]]:
 
         return run
 
+    def transformer(steps: int) -> Callable[[], None]:
+        """A 6-layer nn.TransformerEncoder block (the issue's larger model)."""
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                                 dropout=0.0, batch_first=True)
+        model = torch.nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(4, 16, 64)
+
+        def run() -> None:
+            for _ in range(steps):
+                opt.zero_grad()
+                model(x).pow(2).mean().backward()
+                opt.step()
+
+        return run
+
     return {
         "mlp_small": trainer(width=16, depth=4, batch=8, steps=60),
         "mlp_large": trainer(width=512, depth=4, batch=256, steps=6),
+        "transformer6": transformer(steps=4),
     }
 
 
@@ -70,6 +93,7 @@ def configs(torch: Any) -> dict[str, Callable[[], Any]]:
     from torch.profiler import ProfilerActivity, profile
 
     cpu = [ProfilerActivity.CPU]
+    fs_cpu = [framescope.ProfilerActivity.CPU]
     return {
         "untraced": contextlib.nullcontext,
         "framescope_ops": lambda: framescope.profile(with_stack=False, torch_ops=True),
@@ -80,7 +104,17 @@ def configs(torch: Any) -> dict[str, Callable[[], Any]]:
         "torch_profiler_with_stack": lambda: profile(activities=cpu, with_stack=True),
         "torch_profiler_with_stack_shapes": lambda: profile(activities=cpu, with_stack=True,
                                                             record_shapes=True),
+        # The drop-in: torch's recipe with only the import line changed (framescope's
+        # with_stack default is True; without stacks it is given, as torch's default).
+        "dropin_with_stack": lambda: framescope.profile(activities=fs_cpu, with_stack=True),
+        "dropin_no_stack": lambda: framescope.profile(activities=fs_cpu, with_stack=False),
     }
+
+#: (framescope drop-in config, torch.profiler config, target ratio of added cost)
+DROPIN_PAIRS = {
+    "with_stack": ("dropin_with_stack", "torch_profiler_with_stack", 0.6),
+    "no_stack": ("dropin_no_stack", "torch_profiler_ops", 1.0),
+}
 
 
 def op_count(torch: Any, run: Callable[[], None]) -> int:
@@ -102,6 +136,7 @@ def measure(rounds: int, quick: bool) -> dict[str, Any]:
         run()  # warm up (first calls allocate, import lazily)
         ops = op_count(torch, run)
         best: dict[str, float] = {}
+        totals: dict[str, list[float]] = {c: [] for c in cfgs}
         for _ in range(rounds):
             for cname, make in cfgs.items():
                 t0 = time.process_time()
@@ -111,6 +146,7 @@ def measure(rounds: int, quick: bool) -> dict[str, Any]:
                     t2 = time.process_time()
                 t3 = time.process_time()
                 run_s, total_s = t2 - t1, t3 - t0
+                totals[cname].append(total_s)
                 prev = best.get(cname)
                 if prev is None or run_s < prev:
                     best[cname] = run_s
@@ -124,7 +160,22 @@ def measure(rounds: int, quick: bool) -> dict[str, Any]:
                 "ratio_with_start_stop": best[cname + "@total"] / best["untraced@total"],
                 "ns_per_op_added": (best[cname] - base) / max(ops, 1) * 1e9,
             }
-        results[wname] = {"ops_per_run": ops, "configs": rows}
+        # The drop-in targets: added cost (start and stop included) as a ratio to torch's, from
+        # the medians of the interleaved rounds.
+        med = {c: statistics.median(v) for c, v in totals.items()}
+        dropin = {}
+        for pair, (ours, theirs, target) in DROPIN_PAIRS.items():
+            added_ours = med[ours] - med["untraced"]
+            added_theirs = med[theirs] - med["untraced"]
+            dropin[pair] = {
+                "framescope_added_s": added_ours,
+                "torch_added_s": added_theirs,
+                "ratio_of_added_cost": added_ours / added_theirs if added_theirs > 0 else None,
+                "target": target,
+            }
+        for cname in cfgs:
+            rows[cname]["median_seconds_with_start_stop"] = med[cname]
+        results[wname] = {"ops_per_run": ops, "configs": rows, "dropin": dropin}
     return results
 
 
@@ -152,6 +203,12 @@ def main() -> int:
         for cname, row in r["configs"].items():
             print(f"  {cname:34} {row['ratio']:7.2f} {row['ratio_with_start_stop']:14.2f} "
                   f"{row['ns_per_op_added']:12.0f}")
+        for pair, d in r["dropin"].items():
+            ratio = d["ratio_of_added_cost"]
+            shown = "n/a" if ratio is None else f"{ratio:.2f}x"
+            print(f"  drop-in {pair:10}: framescope adds {d['framescope_added_s'] * 1e3:8.1f} ms, "
+                  f"torch {d['torch_added_s'] * 1e3:8.1f} ms (median, start+stop): {shown} "
+                  f"(target <= {d['target']}x)")
     doc = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "python": platform.python_version(),
@@ -160,7 +217,9 @@ def main() -> int:
         "processor": platform.processor(),
         "rounds": rounds,
         "loadavg": [load[0], load_end[0]],
-        "note": "ratio = run time while recording / untraced run time, best of rounds, in one "
+        "note": "dropin: added cost of framescope.profile(activities=[CPU]) over torch.profiler's "
+                "with the same arguments, medians of interleaved rounds, start+stop included; "
+                "ratio = run time while recording / untraced run time, best of rounds, in one "
                 "process; ratio_with_start_stop includes starting and stopping the recorder "
                 "(framescope's replay, torch's post-processing)",
         "results": results,

@@ -83,7 +83,7 @@ for base_py in "${pythons[@]}"; do
   # the browser tests and the launcher tests (torchrun, mpirun + mpi4py) on 3.11, the notebook
   # tests (a real kernel) and mypy --strict over src on 3.12.
   extra=()
-  [ "$version" = 3.11 ] && extra+=("torch==2.13.0" mpi4py)
+  [ "$version" = 3.11 ] && extra+=("torch==2.13.0" mpi4py torch-tb-profiler HolisticTraceAnalysis)
   [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel mypy pyarrow duckdb "dask[distributed]" pandas)
   if ! py="$(scripts/dev_env.sh "$base_py" "${extra[@]}" | tail -1)"; then
     echo "installing into the $version venv failed; retrying without torch"

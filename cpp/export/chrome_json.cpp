@@ -49,21 +49,34 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
 // reader sorts (Perfetto, chrome://tracing).
 class ChromeWriter final : public TraceVisitor {
  public:
-  ChromeWriter(OutputSink& out, int64_t base) : out_(out), base_(base) {
+  ChromeWriter(OutputSink& out, int64_t base, std::string_view extra_members, bool for_torch,
+               int64_t wall_offset_ns)
+      : out_(out),
+        base_(base),
+        extra_members_(extra_members),
+        for_torch_(for_torch),
+        wall_offset_ns_(wall_offset_ns) {
     for (size_t c = 0; c < 6; ++c) category_names_[c] = category_name(EventCategory(c));
   }
 
   void begin_trace(const TraceView& v) override {
     view_ = &v;
     names_.reserve(v.symbols.size());
+    is_module_.reserve(v.symbols.size());
     for (const Symbol& s : v.symbols) {
       std::string n;
       append_json_escaped(n, s.name);
       names_.push_back(std::move(n));
+      // torch's module slices (framescope labels nn.Module.__call__ so): torch-tb-profiler's
+      // Module view is built from the python_function events carrying "Python module id".
+      is_module_.push_back(s.file.empty() && s.name.rfind("nn.Module: ", 0) == 0);
     }
     auto& b = out_.raw();
-    out_.put("{\n\"schemaVersion\":1,\n\"displayTimeUnit\":\"ms\",\n\"baseTimeNanoseconds\":");
-    out_.put_int(base_);
+    out_.put("{\n");
+    out_.put(extra_members_);
+    out_.put("\"schemaVersion\":1,\n\"deviceProperties\":[],\n\"displayTimeUnit\":\"ms\",\n"
+             "\"baseTimeNanoseconds\":");
+    out_.put_int(base_ + wall_offset_ns_);
     out_.put(",\n\"otherData\":{\"profiler\":\"framescope\",\"dropped_events\":");
     out_.put_uint(v.dropped_events);
     out_.put(",\"warnings\":[");
@@ -137,11 +150,44 @@ class ChromeWriter final : public TraceVisitor {
     out_.put("}}");
   }
 
-  void slice_end(const Slice& s) override { write_event(s, 'X'); }
-  void instant(const Slice& s) override { write_event(s, 'i'); }
+  void begin_thread(uint32_t) override { open_.clear(); }
+
+  // The nearest Python frame around each open slice, kept per thread as slices begin (the
+  // replay gives a thread's events in order), so that a frame's "Python parent id" skips the
+  // ops and ranges between it and its Python caller, as torch's python tracer links them.
+  void slice_begin(const Slice& s) override {
+    int64_t python_parent = -1;
+    for (size_t i = open_.size(); i-- > 0;) {
+      if (int64_t(open_[i].index) == s.parent) {
+        python_parent = open_[i].python;
+        break;
+      }
+    }
+    open_.push_back(OpenSlice{s.index, is_python(s) ? int64_t(s.index) : python_parent,
+                              python_parent});
+  }
+
+  void slice_end(const Slice& s) override {
+    // Almost always the innermost open slice; a range left open across its frame's return
+    // ends later, so search from the top.
+    python_parent_ = -1;
+    for (size_t i = open_.size(); i-- > 0;) {
+      if (open_[i].index == s.index) {
+        python_parent_ = open_[i].python_parent;
+        open_.erase(open_.begin() + std::ptrdiff_t(i));
+        break;
+      }
+    }
+    write_event(s, 'X');
+  }
+  void instant(const Slice& s) override {
+    python_parent_ = -1;
+    write_event(s, 'i');
+  }
   void async_slice(const Slice& s) override {
     // A range ended on another thread may outlive its parent, so as an "X" slice it would break
     // the nesting of its thread: it becomes an async "b"/"e" pair (its own track in viewers).
+    python_parent_ = -1;
     write_event(s, 'b');
     sep();
     out_.put("{\"ph\":\"e\",\"cat\":\"");
@@ -172,13 +218,29 @@ class ChromeWriter final : public TraceVisitor {
       out_.put(",\"args\":{\"bytes\":");
       out_.put_int(m.total_allocated);
       out_.put("}}");
+      if (!for_torch_) return;
+      // ... and torch's "[memory]" instant (Device Type 0, CPU; no address: the net bytes a
+      // call allocated), which torch-tb-profiler's Memory view reads.
+      sep();
+      out_.put("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\"");
+      out_.put(thread_prefix_[m.thread]);
+      out_.put_us(m.time_ns - base_);
+      out_.put(",\"args\":{\"Device Type\":0,\"Device Id\":-1,\"Addr\":0,\"Bytes\":");
+      out_.put_int(m.bytes);
+      out_.put(",\"Total Allocated\":");
+      out_.put_int(m.total_allocated);
+      out_.put(",\"Total Reserved\":");
+      out_.put_int(m.total_allocated);
+      out_.put(",\"Python heap\":true}}");
       return;
     }
     sep();
     out_.put("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\"");
     out_.put(thread_prefix_[m.thread]);
     out_.put_us(m.time_ns - base_);
-    out_.put(",\"args\":{\"Device Id\":");
+    // Device Type as torch's c10::DeviceType (0: CPU); framescope's device numbers are torch's
+    // device index, -1 for the CPU.
+    out_.put(",\"args\":{\"Device Type\":0,\"Device Id\":");
     out_.put_int(m.device);
     out_.put(",\"Addr\":");
     out_.put_uint(m.address);
@@ -262,13 +324,14 @@ class ChromeWriter final : public TraceVisitor {
       out.put(",\"args\":{\"Python id\":");
       out.put_uint(s.index);
       out.put(",\"Python parent id\":");
-      if (s.parent >= 0) {
-        out.put_int(s.parent);
+      if (python_parent_ >= 0) {
+        out.put_int(python_parent_);
       } else {
         out.put("null");
       }
       out.put(",\"Python thread\":");
       out.put_uint(s.thread);
+      if (is_module_[s.symbol]) out.put(",\"Python module id\":0");
     } else {
       out.put(",\"args\":{\"Ev Idx\":");
       out.put_uint(s.index);
@@ -342,8 +405,24 @@ class ChromeWriter final : public TraceVisitor {
     }
   }
 
+  struct OpenSlice {
+    uint64_t index;
+    int64_t python;         // the slice itself when a Python frame, else its nearest one
+    int64_t python_parent;  // the nearest Python frame around it (-1: none)
+  };
+
+  static bool is_python(const Slice& s) {
+    return s.category == EventCategory::kPythonFunction || s.category == EventCategory::kCFunction;
+  }
+
   TextBuffer out_;
   int64_t base_;
+  std::string_view extra_members_;
+  bool for_torch_;                  // for torch's readers: Python heap samples as "[memory]" too
+  int64_t wall_offset_ns_;          // added to the written base (Unix time for torch's readers)
+  std::vector<bool> is_module_;     // per symbol: an nn.Module slice
+  std::vector<OpenSlice> open_;     // this thread's open slices, outermost first
+  int64_t python_parent_ = -1;      // of the slice being written
   const TraceView* view_ = nullptr;
   std::string_view category_names_[6];      // by EventCategory
   std::vector<std::string> names_;          // escaped, per symbol
@@ -416,7 +495,13 @@ void append_json_escaped(std::string& out, std::string_view s) {
 }
 
 void write_chrome_json(const TraceSource& source, OutputSink& out) {
-  exporters::ChromeWriter w(out, source.time_base_ns());
+  exporters::ChromeWriter w(out, source.time_base_ns(), {}, false, 0);
+  source.visit(w);
+}
+
+void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members,
+                       int64_t wall_offset_ns) {
+  exporters::ChromeWriter w(out, source.time_base_ns(), extra_members, true, wall_offset_ns);
   source.visit(w);
 }
 

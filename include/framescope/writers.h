@@ -25,6 +25,17 @@ enum class ExportFormat {
 /// marks as "i", ranges ended on another thread as "b"/"e", memory samples as "[memory]"
 /// instants plus a "Memory" counter, process/thread name metadata.
 void write_chrome_json(const TraceSource& source, OutputSink& out);
+/// The same for torch.profiler's readers (torch-tb-profiler, HTA): `extra_members` (JSON object
+/// members, each followed by a comma: `"key":value,`) written first in the top-level object
+/// (traceName, distributedInfo, add_metadata's keys), and the Python heap's samples also as
+/// "[memory]" instants (the Memory view reads those; the plain export writes only a counter,
+/// as a sample may come with every call). In both, Python frames carry torch's "Python id",
+/// "Python parent id" (the nearest enclosing Python frame) and, for "nn.Module: " slices,
+/// "Python module id" args, as torch writes them with_stack/with_modules.
+/// `wall_offset_ns` (CLOCK_REALTIME - CLOCK_MONOTONIC) is added to baseTimeNanoseconds, so that
+/// base + ts is Unix time as in torch's files (HTA converts timestamps so).
+void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members,
+                       int64_t wall_offset_ns);
 /// Perfetto protobuf: one sequence per thread with incremental timestamps (a sequence-scoped
 /// clock), interned names, categories and source locations, TrackDescriptors for processes and
 /// threads, SLICE_BEGIN/END (strictly nested: see NestingAdapter), instants for marks, async

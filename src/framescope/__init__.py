@@ -16,6 +16,10 @@ from framescope.events import Event, EventList, MemoryEvent
 from framescope.key_averages import FunctionEventAvg, KeyAverages
 from framescope.profiler import label_calls, load, profile
 from framescope.schedule import ProfilerAction, ScheduleError, schedule, trace_handler
+from framescope._activities import ProfilerActivity, supported_activities
+
+#: torch.profiler's name of ``trace_handler`` (the same files), for the one-line import swap.
+tensorboard_trace_handler = trace_handler
 
 __all__ = [
     "Event",
@@ -32,11 +36,14 @@ __all__ = [
     "mark",
     "profile",
     "ProfilerAction",
+    "ProfilerActivity",
     "record_function",
     "record_memory",
     "schedule",
     "ScheduleError",
     "sql",
+    "supported_activities",
+    "tensorboard_trace_handler",
     "trace_handler",
 ]
 

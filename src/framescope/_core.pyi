@@ -180,6 +180,12 @@ class Trace:
     def export(self, path: str, format: str | None = None, progress: bool = True) -> None:
         """Writes ``format`` (from the extension when None); OSError/ValueError on failure."""
 
+    def _export_chrome(self, path: str, extra_members: str, wall_offset_ns: int,
+                       progress: bool = True) -> None:
+        """Chrome JSON for torch's readers: ``extra_members`` (``"key":value,`` members) first
+        in the object, Python heap ``[memory]`` instants, ``wall_offset_ns`` added to
+        baseTimeNanoseconds."""
+
     def save(self, path: str) -> None: ...
     @staticmethod
     def load(path: str) -> Trace:

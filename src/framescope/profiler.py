@@ -8,9 +8,10 @@ import sys
 import sysconfig
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
 from framescope import _core, processes, ranks
+from framescope._activities import check_torch_only, resolve_activities
 # Imported now, not when summary() first runs: framescope run prints the summary at interpreter
 # exit, where creating analysis's NamedTuple (an eval() of generated code) would reset CPython's
 # record of an unhandled KeyboardInterrupt, and the run would exit with status 1, not by SIGINT.
@@ -218,6 +219,11 @@ class profile:
     manager or with ``start()``/``stop()``. Only one session runs at a time in a process.
 
     Args:
+        activities: torch.profiler's activities (``framescope.ProfilerActivity``, or torch's):
+            with ``CPU`` and torch imported, torch ops are recorded (``torch_ops`` follows
+            it unless given); device activities (CUDA, XPU...) are accepted with a one-line
+            warning and noted as unavailable (``unavailable_activities``, and in the Chrome
+            JSON): framescope records the CPU only. None: ``torch_ops`` alone decides.
         record_shapes: keep the inputs of ranges that provide them.
         profile_memory: count the bytes Python allocates (the PyMem and PyObject allocators,
             wrapped for the session and restored at stop), charged to the running function or
@@ -225,7 +231,8 @@ class profile:
             "Python allocated bytes" counter per thread in the trace; and keep
             ``record_memory`` events.
         with_flops: estimate flops of known ops from their input shapes.
-        with_stack: record every Python call (from the PEP 523 frame hook).
+        with_stack: record every Python call (from the PEP 523 frame hook). On by default,
+            unlike torch.profiler's: framescope's Python calls are its cheapest events.
         c_calls: also record builtins called from Python (sys.monitoring / setprofile).
         backend: where Python calls come from: ``"auto"`` (the frame hook, or the fallback
             when another tool's PEP 523 hook is installed at start, with a warning),
@@ -244,7 +251,8 @@ class profile:
         torch_ops: also record torch's operators (``aten::...``), autograd nodes and
             ``torch.profiler.record_function`` ranges through torch's RecordFunction
             observers, with input shapes when ``record_shapes``; RuntimeError when torch is
-            missing or unsupported (see ``framescope.torch_ops``).
+            missing or unsupported (see ``framescope.torch_ops``). Default (None): as
+            ``activities`` says, else off.
         cpu_time: also measure time on CPU: a thread of the session reads every recording
             thread's CPU clock every 4 ms (the recording threads pay nothing; the sampler uses
             about 0.5% of a core with one recording thread and about 1% with 64, as measured in
@@ -288,6 +296,7 @@ class profile:
     def __init__(
         self,
         *,
+        activities: Iterable[Any] | None = None,
         record_shapes: bool = False,
         profile_memory: bool = False,
         with_flops: bool = False,
@@ -296,7 +305,7 @@ class profile:
         backend: Backend = "auto",
         memory_limit: int | str | None = None,
         on_limit: Literal["stop", "keep_newest"] = "stop",
-        torch_ops: bool = False,
+        torch_ops: bool | None = None,
         cpu_time: bool = True,
         schedule: Schedule | None = None,
         on_trace_ready: Callable[[profile], object] | None = None,
@@ -305,6 +314,15 @@ class profile:
         max_depth: int | None = None,
         min_duration_ns: int = 0,
         stream_to: str | os.PathLike[str] | None = None,
+        # torch.profiler.profile's other keywords, so that its recipes run unchanged
+        # (framescope._activities.check_torch_only says what each means here):
+        with_modules: bool = False,
+        experimental_config: Any = None,
+        execution_trace_observer: Any = None,
+        acc_events: bool = False,
+        use_cuda: bool | None = None,
+        custom_trace_id_callback: Callable[[], str] | None = None,
+        post_processing_timeout_s: float | None = None,
     ) -> None:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
@@ -326,7 +344,18 @@ class profile:
         self._start_warnings: list[str] = []
         self._memory_limit = parse_memory_limit(memory_limit)
         self._keep_newest = on_limit == "keep_newest"
+        # torch.profiler's activities: CPU with torch imported records torch ops unless torch_ops
+        # says otherwise; device activities are accepted and noted unavailable (_activities).
+        self.activities, torch_ops, self.unavailable_activities = resolve_activities(
+            activities, torch_ops)
+        self.unavailable_activities += [a for a in check_torch_only(
+            with_modules=with_modules, experimental_config=experimental_config,
+            execution_trace_observer=execution_trace_observer, acc_events=acc_events,
+            use_cuda=use_cuda, custom_trace_id_callback=custom_trace_id_callback,
+            post_processing_timeout_s=post_processing_timeout_s,
+        ) if a not in self.unavailable_activities]
         self.torch_ops = torch_ops
+        self._metadata: dict[str, str] = {}  # add_metadata(_json): top-level keys of the JSON
         if torch_ops:
             from framescope import torch_ops as _torch_ops
 
@@ -536,11 +565,60 @@ class profile:
     def export_chrome_trace(self, path: str | os.PathLike[str],
                             use_python_export: bool = False) -> None:
         """Writes a Chrome trace JSON file (open it in ui.perfetto.dev or chrome://tracing);
-        gzip-compressed when ``path`` ends with ``.gz``. ``use_python_export`` is accepted for
-        torch.profiler's callers (its ``tensorboard_trace_handler`` passes it) and changes
-        nothing: the writer is always the native one."""
+        gzip-compressed when ``path`` ends with ``.gz``. It is the file torch.profiler's
+        readers take (torch-tb-profiler, HTA): torch's top-level members (``traceName``,
+        ``distributedInfo``, ``add_metadata`` keys...), baseTimeNanoseconds in Unix time, the
+        Python heap's ``[memory]`` instants with ``profile_memory`` (docs/torch.md); ``export()``
+        writes the plain Chrome JSON. ``use_python_export`` is accepted for torch.profiler's
+        callers (its ``tensorboard_trace_handler`` passes it) and changes nothing: the writer
+        is always the native one."""
         del use_python_export
-        self.export(path, format="chrome")
+        from framescope import _torch_json
+
+        p = _fspath(ranks.expand_rank(path))
+        options = {"with_stack": self.with_stack, "profile_memory": self.profile_memory,
+                   "record_shapes": self.record_shapes}
+        _torch_json.export_chrome(self.trace, p, options, self._metadata,
+                                  self.unavailable_activities)
+
+    def add_metadata(self, key: str, value: str) -> None:
+        """Adds ``key`` with the string ``value`` at the top level of the Chrome JSON that
+        ``export_chrome_trace`` (and so ``tensorboard_trace_handler``) writes, as torch's."""
+        from framescope._torch_json import metadata_value
+
+        self._metadata[str(key)] = metadata_value(value)
+
+    def add_metadata_json(self, key: str, value: str) -> None:
+        """Adds ``key`` with ``value``, JSON text (ValueError when it is not), at the top level
+        of the Chrome JSON, as torch's."""
+        from framescope._torch_json import metadata_json
+
+        self._metadata[str(key)] = metadata_json(key, value)
+
+    def preset_metadata_json(self, key: str, value: str) -> None:
+        """torch's name for adding JSON metadata before the profile starts: the same as
+        ``add_metadata_json`` here (the keys are written at export either way)."""
+        self.add_metadata_json(key, value)
+
+    @unrecorded
+    def export_stacks(self, path: str | os.PathLike[str],
+                      metric: str = "self_cpu_time_total") -> None:
+        """Writes collapsed stacks (``outer;...;inner <µs>``: Python frames, ranges and torch
+        ops with their self time), as torch's ``export_stacks`` (flamegraph.pl, speedscope)."""
+        from framescope._torch_exports import export_stacks
+
+        export_stacks(self.trace, _fspath(ranks.expand_rank(path)), metric)
+
+    @unrecorded
+    def export_memory_timeline(self, path: str | os.PathLike[str],
+                               device: str | None = None) -> None:
+        """Writes the memory over time as torch's ``export_memory_timeline``: ``.json`` /
+        ``.json.gz`` (``[times, sizes]``) or ``.html`` (a plot; needs matplotlib). Needs
+        ``profile_memory=True``; the bytes are the Python heap's (docs/torch.md)."""
+        from framescope._torch_exports import export_memory_timeline
+
+        export_memory_timeline(self.trace, _fspath(ranks.expand_rank(path)), device,
+                               self.profile_memory)
 
     @unrecorded
     def export_pstats(self, path: str | os.PathLike[str]) -> None:

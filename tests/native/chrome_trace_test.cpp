@@ -6,6 +6,9 @@
 #include <sstream>
 #include <thread>
 
+#include "framescope/output.h"
+#include "framescope/trace_visitor.h"
+#include "framescope/writers.h"
 #include "json_checker.h"
 #include "test_support.h"
 
@@ -169,6 +172,88 @@ TEST_F(ChromeTraceTest, HostileNamesSurviveARoundTripThroughJson) {
   const Value& warnings = p.doc.at("otherData").at("warnings");
   ASSERT_FALSE(warnings.items.empty());
   EXPECT_EQ(warnings.items.back().text, "warning with \"quotes\" and \n newline");
+}
+
+// ---- torch's readers ---------------------------------------------------------------------------
+
+// A hand-made thread: run (Python) > outer_range > nn.Module: Linear (Python) > forward (Python)
+// > aten::add, and a Python heap sample.
+Trace torch_shaped_trace() {
+  Trace t;
+  t.threads.push_back(ThreadInfo{1, 11, 0, 0, "main", {}});
+  const uint32_t run = t.intern(Symbol{"main.py(1): run", "main.py", 1, "run"});
+  const uint32_t range = t.intern(Symbol{"outer_range", "", 0, "outer_range"});
+  const uint32_t module = t.intern(Symbol{"nn.Module: Linear", "", 0, "nn.Module: Linear"});
+  const uint32_t forward = t.intern(Symbol{"lib.py(5): forward", "lib.py", 5, "forward"});
+  const uint32_t op = t.intern(Symbol{"aten::add", "", 0, "aten::add"});
+  auto add = [&](int64_t start, int64_t dur, int64_t parent, uint32_t sym, EventCategory c) {
+    TraceEvent e;
+    e.start_ns = 1000 + start;
+    e.dur_ns = dur;
+    e.parent = parent;
+    e.symbol = sym;
+    e.depth = uint32_t(parent + 1);
+    e.category = c;
+    t.events.push_back(e);
+  };
+  add(0, 100, -1, run, EventCategory::kPythonFunction);
+  add(10, 80, 0, range, EventCategory::kUserAnnotation);
+  add(20, 60, 1, module, EventCategory::kPythonFunction);
+  add(25, 50, 2, forward, EventCategory::kPythonFunction);
+  add(30, 10, 3, op, EventCategory::kCpuOp);
+  t.memory.push_back(MemorySample{1050, 0, 0, 64, 64, 0, kPythonAllocatorDevice});
+  t.start_ns = 1000;
+  t.stop_ns = 1100;
+  return t;
+}
+
+const Value* event_named(const Parsed& p, const std::string& name) {
+  for (const Value& e : *p.events) {
+    if (e.at("ph").text == "X" && e.at("name").text == name) return &e;
+  }
+  ADD_FAILURE() << name << " not found";
+  return nullptr;
+}
+
+TEST_F(ChromeTraceTest, PythonParentIdsNameTheNearestPythonFrameAndModulesHaveIds) {
+  const Trace t = torch_shaped_trace();
+  Parsed p = parse_trace(to_json(t));
+  const Value* run = event_named(p, "main.py(1): run");
+  const Value* module = event_named(p, "nn.Module: Linear");
+  const Value* forward = event_named(p, "lib.py(5): forward");
+  ASSERT_TRUE(run && module && forward);
+  EXPECT_TRUE(run->at("args").at("Python parent id").is(Value::Type::kNull));
+  // the range between them is skipped, as torch's python tracer links frames
+  EXPECT_EQ(module->at("args").at("Python parent id").text, run->at("args").at("Python id").text);
+  EXPECT_EQ(forward->at("args").at("Python parent id").text,
+            module->at("args").at("Python id").text);
+  EXPECT_EQ(module->at("args").at("Python module id").text, "0");
+  EXPECT_EQ(forward->at("args").find("Python module id"), nullptr);
+  // the plain export keeps the Python heap as a counter alone
+  EXPECT_TRUE(events_with(p, "i", "[memory]").empty());
+}
+
+TEST_F(ChromeTraceTest, TheExportForTorchsReadersAddsMembersMemoryInstantsAndWallBase) {
+  const Trace t = torch_shaped_trace();
+  const Parsed plain = parse_trace(to_json(t));
+  StringSink sink;
+  write_chrome_json(MaterializedSource(t), sink, "\"traceName\":\"x.json\",\n\"k\":[1],\n",
+                    1'000'000);
+  const Parsed p = parse_trace(sink.out);
+  EXPECT_EQ(p.doc.at("traceName").text, "x.json");
+  EXPECT_EQ(p.doc.at("k").items.size(), 1u);
+  EXPECT_EQ(p.doc.at("schemaVersion").text, "1");
+  EXPECT_TRUE(p.doc.at("deviceProperties").is(Value::Type::kArray));
+  EXPECT_EQ(p.base, plain.base + 1'000'000);
+  auto memory = events_with(p, "i", "[memory]");
+  ASSERT_EQ(memory.size(), 1u);
+  const Value& args = memory[0]->at("args");
+  EXPECT_EQ(args.at("Device Type").text, "0");
+  EXPECT_EQ(args.at("Bytes").text, "64");
+  EXPECT_EQ(args.at("Total Allocated").text, "64");
+  EXPECT_NE(args.find("Addr"), nullptr);
+  EXPECT_NE(args.find("Total Reserved"), nullptr);
+  EXPECT_NE(args.find("Device Id"), nullptr);
 }
 
 // ---- layout ----------------------------------------------------------------------------------

@@ -259,6 +259,23 @@ void bind_trace(nb::module_& m) {
           "path"_a, "format"_a.none() = nb::none(), "progress"_a = true,
           "Writes the trace to `path` in `format` (chosen from the extension when None).")
       .def(
+          "_export_chrome",
+          [](const PyTrace& t, const std::string& path, const std::string& extra_members,
+             int64_t wall_offset_ns, bool progress) {
+            // Chrome JSON with top-level members first (framescope/_torch_json.py builds them).
+            auto stored = t.state->current();
+            nb::gil_scoped_release release;
+            auto sink = open_file_output(path, is_gzip_path(path));
+            if (progress && isatty(2)) {
+              write_chrome_json(ProgressSource(*stored, "framescope: writing " + path), *sink,
+                                extra_members, wall_offset_ns);
+            } else {
+              write_chrome_json(*stored, *sink, extra_members, wall_offset_ns);
+            }
+            sink->commit();
+          },
+          "path"_a, "extra_members"_a, "wall_offset_ns"_a, "progress"_a = true)
+      .def(
           "save",
           [](const PyTrace& t, const std::string& path) {
             auto st = t.state->current();
