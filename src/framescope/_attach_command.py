@@ -281,6 +281,7 @@ class _Session:
         self.output = output
         self.format = output_format
         self.channel: _Channel | None = None
+        self.where = ""  # where gdb loaded framescope (a thread, and what it was doing)
 
     def connect(self, uid: int) -> tuple[socket.socket, bool]:
         """The control connection, and whether it is the target's own listener."""
@@ -293,7 +294,7 @@ class _Session:
             raise _version_mismatch(self.pid, version)
         self.channel = _Channel(uid)
         try:
-            _attach_gdb.inject(self.pid, _bootstrap_source(self.channel), BOOTSTRAP,
+            self.where = _attach_gdb.inject(self.pid, _bootstrap_source(self.channel), BOOTSTRAP,
                                timeout=self.opts.timeout)
         except _attach_gdb.InjectError as exc:
             raise AttachError(str(exc)) from None
@@ -341,7 +342,7 @@ class _Session:
         if "error" in started:
             raise AttachError(f"the window could not start in process {self.pid}: "
                               f"{started['error']}")
-        how = "its listening socket" if listening else "gdb"
+        how = "its listening socket" if listening else f"gdb: {self.where}"
         span = f"for {self.opts.duration:g} s" if self.opts.duration is not None else \
             "until Ctrl-C"
         _say(f"framescope: recording process {self.pid} (Python {hello['hello']['version']}, "

@@ -2,8 +2,8 @@
 
 Starts a worker thread and a waiting one (not with --single) and enters a long-running function
 before anything attaches, prints "ready PID", then loops until a line "stop" arrives on stdin
-(or, with --exit-after S, until S seconds passed: then it exits by itself with status 5, during
-a capture). At the end it prints what it computed and
+(or the --stop-file FILE exists; then no thread reads stdin) or "exit": then it exits at once,
+with status 5 (during a capture). At the end it prints what it computed and
 whether its state is as before the attach (threads, sys.path, open files, profile/trace
 functions, sys.monitoring tools, the frame evaluation function, signal handlers), and exits
 with status 7.
@@ -17,6 +17,7 @@ import threading
 import time
 
 stop = threading.Event()
+exit_now = threading.Event()
 OWN = ("spin-worker", "sleepy-waiter", "commands")
 counts = {"main": 0, "worker": 0}
 
@@ -67,14 +68,16 @@ def state():
     }
 
 
-def long_running_frame(deadline):
+def long_running_frame(stop_file):
     while not stop.is_set():
         spin_step(300)
         counts["main"] += 1
-        if deadline is not None and time.monotonic() > deadline:
+        if exit_now.is_set():
             print("exiting by itself", flush=True)
             stop.set()
             sys.exit(5)
+        if stop_file is not None and counts["main"] % 64 == 0 and os.path.exists(stop_file):
+            stop.set()
 
 
 def read_commands():
@@ -82,13 +85,14 @@ def read_commands():
         if line.strip() == "stop":
             stop.set()
             return
+        if line.strip() == "exit":
+            exit_now.set()
+            return
 
 
 def main():
     args = sys.argv[1:]
-    deadline = None
-    if "--exit-after" in args:
-        deadline = time.monotonic() + float(args[args.index("--exit-after") + 1])
+    stop_file = args[args.index("--stop-file") + 1] if "--stop-file" in args else None
     threads = []
     if "--single" not in args:  # else only the main thread runs (and the commands reader)
         threads = [threading.Thread(target=spin_worker, name="spin-worker"),
@@ -97,12 +101,14 @@ def main():
         t.start()
     before = state()
     commands = threading.Thread(target=read_commands, name="commands", daemon=True)
-    commands.start()
+    if stop_file is None:  # else no thread waits anywhere: only the main thread, busy
+        commands.start()
     print("ready", os.getpid(), flush=True)
-    long_running_frame(deadline)
+    long_running_frame(stop_file)
     for t in threads:
         t.join()
-    commands.join()
+    if stop_file is None:
+        commands.join()
     if "--single" in args:
         counts["worker"] = 1
     after = state()
