@@ -81,7 +81,13 @@ class _Window:
 
 
 def _wait_for_stop(sock: socket.socket, buffered: bytearray, deadline: float | None) -> None:
-    """Returns when the command says stop or goes away, or at the deadline."""
+    """Returns when the command says stop or goes away, or at the deadline.
+
+    The wait itself (select) runs in this module's frames, which are never recorded, and not
+    inside _core._call_unrecorded: if the program exits meanwhile, this thread is ended by
+    CPython when it next asks for the GIL (PyThread_exit_thread, a forced unwind of its stack),
+    and that unwind must not cross a C++ frame of the extension's. Only the reading of a message
+    that arrived (json: library code that would be recorded) is unrecorded."""
     while True:
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         if timeout == 0.0:
@@ -90,7 +96,7 @@ def _wait_for_stop(sock: socket.socket, buffered: bytearray, deadline: float | N
         if not readable:
             continue
         try:
-            message = receive(sock, buffered)
+            message = _core._call_unrecorded(receive, sock, buffered)
         except (OSError, ValueError):
             return
         if message is None or "stop" in message:
@@ -108,16 +114,14 @@ def serve(sock: socket.socket, buffered: bytearray, request: dict[str, Any]) -> 
         send(sock, {"error": f"{type(exc).__name__}: {exc}" if not isinstance(
             exc, (ValueError, RuntimeError, OSError, TypeError)) else str(exc)})
         return
-    # This thread's own calls from here on (json, socket, select) are not the program's.
-    _core._call_unrecorded(_record, window, buffered, request.get("duration"))
-
-
-def _record(window: _Window, buffered: bytearray, duration: float | None) -> None:
+    # From here on this thread's calls into library code (json) are not the program's: they
+    # run unrecorded; its own frames (this module's) are never recorded.
     atexit.register(window.at_exit)
     try:
-        send(window.sock, {"started": time.time()})
+        _core._call_unrecorded(send, sock, {"started": time.time()})
+        duration = request.get("duration")
         deadline = None if duration is None else time.monotonic() + float(duration)
-        _wait_for_stop(window.sock, buffered, deadline)
+        _wait_for_stop(sock, buffered, deadline)
     except OSError:
         pass  # the command went away: stop all the same
     finally:

@@ -23,7 +23,10 @@ counts = {"main": 0, "worker": 0}
 
 
 def spin_step(n):
-    return sum(i * i for i in range(n))
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
 
 
 def spin_worker():
