@@ -316,10 +316,12 @@ def test_stopped_target(targets) -> None:
     assert_unharmed(target)
 
 
-def test_target_in_a_debugger(needs_ptrace, targets) -> None:
+def test_target_in_a_debugger(needs_ptrace, targets, tmp_path) -> None:
     target = targets()
+    release = tmp_path / "release"
     debugger = subprocess.Popen(["gdb", "-batch", "-nx", "-p", str(target.pid),
-                                 "-iex", "set auto-solib-add off", "-ex", "shell sleep 600"],
+                                 "-iex", "set auto-solib-add off", "-ex",
+                                 f"shell while [ ! -e {release} ]; do sleep 0.1; done"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(1200):
@@ -329,8 +331,8 @@ def test_target_in_a_debugger(needs_ptrace, targets) -> None:
             time.sleep(0.1)
         one_error_line(attach(target.pid, "--duration", "1"), "is being traced by process")
     finally:
-        debugger.terminate()  # gdb detaches at its exit: the target runs on
-        debugger.wait()
+        release.touch()  # gdb's command ends, and gdb detaches at its exit: the target runs on
+        debugger.wait(timeout=120)
     assert_unharmed(target)
 
 

@@ -104,7 +104,8 @@ def check_target(pid: int) -> int:
     uid = int(status.get("Uid", "0").split()[0])
     if uid != os.geteuid() and not _may_trace_others():
         raise AttachError(f"process {pid} belongs to user {_user(uid)}; you are "
-                          f"{_user(os.geteuid())}: only its user (or a user with CAP_SYS_PTRACE) can attach")
+                          f"{_user(os.geteuid())}: only its user (or one with CAP_SYS_PTRACE) "
+                          "can attach")
     state = status.get("State", "")
     if state.startswith("Z") or state.startswith("X"):
         raise AttachError(f"process {pid} has exited (state: {state})")

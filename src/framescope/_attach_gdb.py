@@ -20,7 +20,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 GDB_SCRIPT = os.path.join(_HERE, "_attach_gdb_script.gdbpy")
@@ -86,6 +85,9 @@ def inject(pid: int, source: str, filename: str, timeout: float = 10.0) -> str:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         output = _give_up(proc, pid)
+    except KeyboardInterrupt:
+        _give_up(proc, pid)  # the target is left as it was before gdb is left behind
+        raise
     statuses = [line for line in output.splitlines() if line.startswith("FRAMESCOPE: injected")]
     if statuses:
         return statuses[0].split("injected", 1)[1].strip()
@@ -95,18 +97,19 @@ def inject(pid: int, source: str, filename: str, timeout: float = 10.0) -> str:
 
 
 def _give_up(proc: subprocess.Popen[str], pid: int) -> str:
-    """gdb ran out of time: has its session give up (SIGCONT to the target, see above), then
-    kills it if it still does not exit."""
-    try:
-        os.kill(pid, signal.SIGCONT)
-    except OSError:
-        pass
-    try:
-        output, _ = proc.communicate(timeout=5.0)
-        return output + "\nFRAMESCOPE: error no-safe-point"
-    except subprocess.TimeoutExpired:
-        pass
+    """gdb ran out of time: has its session give up (SIGCONT to the target, see above; sent
+    again every second, as one sent before gdb attached, or before it set up its handling, is
+    only the no-op it is for a running process), then kills gdb if it still does not exit."""
+    for _ in range(15):
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
+        try:
+            output, _ = proc.communicate(timeout=1.0)
+            return output + "\nFRAMESCOPE: error no-safe-point"
+        except subprocess.TimeoutExpired:
+            continue
     proc.kill()
     output, _ = proc.communicate()
-    time.sleep(0.05)
     return output + "\nFRAMESCOPE: error timeout"
