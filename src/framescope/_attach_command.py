@@ -384,6 +384,10 @@ class _Session:
 
         pid = self.pid
         if result is None:
+            # A killed process closes its sockets before it becomes a zombie: give it a moment.
+            deadline = time.monotonic() + 3.0
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
             if not _alive(pid):
                 raise AttachError(f"process {pid} exited during the capture, without running "
                                   "its exit handlers (killed, or os._exit): no trace")

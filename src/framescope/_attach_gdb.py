@@ -74,7 +74,8 @@ def inject(pid: int, source: str, filename: str, timeout: float = 10.0) -> str:
                FRAMESCOPE_INJECT_FILENAME=filename)
     env.pop("PYTHONPATH", None)  # gdb's own Python
     env.pop("PYTHONHOME", None)
-    cmd = [gdb_path(), "-batch", "-nx", "-nw", "-p", str(pid),
+    # --readnever: no DWARF (libpython often has it: seconds to read); the ELF symbols suffice.
+    cmd = [gdb_path(), "-batch", "-nx", "-nw", "--readnever", "-p", str(pid),
            "-iex", "set auto-solib-add off", "-iex", "set auto-load off",
            "-iex", "set debuginfod enabled off", "-iex", "set startup-with-shell off",
            "-ex", f"python exec(compile(open({GDB_SCRIPT!r}).read(), {GDB_SCRIPT!r}, 'exec'))"]
