@@ -11,8 +11,9 @@ framescope in it) that prints its loop rate every 20 ms of CPU time:
 * detach: from the end of the window (the trace's last timestamp) to the moment the target has
   no framescope thread left (/proc/PID/task polled every millisecond), target <= 0.5 s;
 * throughput: the target's loop rate during the window against the same program recorded by
-  ``framescope run`` (ratio target within 5%), and after the detach against before the attach,
-  in the same process (within 2%). Rates are loops per second of the loop thread's CPU time
+  ``framescope run`` at the same time (ratio target within 5%), and after the detach against
+  before the attach, in the same process (within 2%), each divided by the rate of a control
+  (the same program, plain python, never attached) over the same phase. Rates are loops per second of the loop thread's CPU time
   (time.thread_time), the medians of the 20 ms CPU intervals of each phase: on a loaded
   machine the wall-clock rate measures the other processes, not the program.
 
@@ -104,61 +105,106 @@ def task_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
+def start(cmd: list[str]) -> tuple[subprocess.Popen[str], Rates]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return proc, Rates(proc)
+
+
 def attach_run(phase: float, workdir: str) -> dict[str, float]:
+    """One attach of the target, with two companions running the same loop at the same time:
+    a control (plain python, never attached) and the program under ``framescope run``. The
+    machine's load changes all three alike, so the ratios compare like with like."""
     script = os.path.join(workdir, "loop.py")
     Path(script).write_text(PROGRAM)
-    total = 8 * phase + 30
-    proc = subprocess.Popen([base_python(), script, str(total)], stdout=subprocess.PIPE,
-                            text=True)
-    rates = Rates(proc)
-    pid = proc.pid
+    total = str(6 * phase + 60)
+    procs = []
     try:
+        target, rates = start([base_python(), script, total])
+        procs.append(target)
+        control, control_rates = start([base_python(), script, total])
+        procs.append(control)
+        recorded, run_rates = start([sys.executable, "-m", "framescope", "run", "--limit", "0",
+                                     "--memory-limit", "3GiB", "-o",
+                                     os.path.join(workdir, "run.fstrace"), script, total])
+        procs.append(recorded)
+        pid = target.pid
         threads_before = task_count(pid)
         time.sleep(0.5)  # warm up
         before_start = time.monotonic_ns()
         time.sleep(phase)
         before_end = time.monotonic_ns()
-        out = os.path.join(workdir, "window.fstrace")
-        watching = threading.Event()
-        released: list[int] = []
-        watcher = threading.Thread(target=watch_release,
-                                   args=(pid, threads_before, watching, released))
-        watcher.start()
-        t0 = time.monotonic_ns()
-        attach = subprocess.run([sys.executable, "-m", "framescope", "attach", str(pid),
-                                 "--duration", str(phase), "-o", out, "--limit", "0"],
-                                capture_output=True, text=True, timeout=300)
-        time.sleep(0.2)
-        watching.set()
-        watcher.join()
-        if attach.returncode != 0:
-            raise RuntimeError(attach.stderr)
-        if not released:
-            raise RuntimeError("the target's thread count never came back")
-        from framescope import load
-
-        prof = load(out)
-        events = prof.events()
-        starts = [e.start_ns for e in events]
-        window_start = min(starts)
-        # Slices open from the start begin at the window's first instant; the first call made
-        # in the window is the first recorded event.
-        first_event = min(s for s in starts if s > window_start)
-        window_end = max(e.start_ns + e.duration_ns for e in events)
-        during = rates.between(window_start, window_end)
-        after_start = time.monotonic_ns() + 300_000_000
-        time.sleep(phase + 0.3)
+        window = attach_once(pid, threads_before, phase, workdir)
+        window_start, window_end = window["window_start"], window["window_end"]
+        released = window["released"]
+        after_start = max(released, time.monotonic_ns()) + 300_000_000
+        time.sleep((after_start - time.monotonic_ns()) / 1e9 + phase)
         after_end = time.monotonic_ns()
-        return {
-            "latency_s": (first_event - t0) / 1e9,
-            "detach_s": (released[-1] - window_end) / 1e9,
-            "rate_before": rates.between(before_start, before_end),
-            "rate_during": during,
-            "rate_after": rates.between(after_start, after_end),
-        }
+        phases = {"before": (before_start, before_end), "during": (window_start, window_end),
+                  "after": (after_start, after_end)}
+        result = {}
+        for name, (a, b) in phases.items():
+            result[f"target_{name}"] = rates.between(a, b)
+            result[f"control_{name}"] = control_rates.between(a, b)
+        result["run_during"] = run_rates.between(window_start, window_end)
+        # Latency and detach from one more attach with the companions stopped (they would
+        # compete with the attach command and the target for the CPUs).
+        control.kill()
+        recorded.kill()
+        time.sleep(0.5)
+        quiet = attach_once(pid, threads_before, 1.0, workdir)
+        result.update((k, v) for k, v in quiet.items()
+                      if k not in ("window_start", "window_end", "released"))
+        return result
     finally:
-        proc.kill()
-        proc.wait()
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def attach_once(pid: int, threads_before: int, duration: float,
+                workdir: str) -> dict[str, float]:
+    """Attaches for ``duration`` s: the window's bounds, when the target was released, the
+    latency to the first recorded event and its parts (from the command's timings)."""
+    out = os.path.join(workdir, "window.fstrace")
+    watching = threading.Event()
+    released: list[int] = []
+    watcher = threading.Thread(target=watch_release,
+                               args=(pid, threads_before, watching, released))
+    watcher.start()
+    env = dict(os.environ, FRAMESCOPE_ATTACH_TIMINGS="1")
+    t0 = time.monotonic_ns()
+    attach = subprocess.run([sys.executable, "-m", "framescope", "attach", str(pid),
+                             "--duration", str(duration), "-o", out, "--limit", "0"],
+                            capture_output=True, text=True, timeout=300, env=env)
+    time.sleep(0.2)
+    watching.set()
+    watcher.join()
+    if attach.returncode != 0:
+        raise RuntimeError(attach.stderr)
+    if not released:
+        raise RuntimeError("the target's thread count never came back")
+    marks = json.loads(attach.stderr.split("attach timings (monotonic ns): ", 1)[1]
+                       .splitlines()[0])
+    from framescope import load
+
+    events = load(out).events()
+    starts = [e.start_ns for e in events]
+    window_start = min(starts)
+    # Slices open from the start begin at the window's first instant; the first call made in
+    # the window is the first recorded event.
+    first_event = min(s for s in starts if s > window_start)
+    window_end = max(e.start_ns + e.duration_ns for e in events)
+    return {
+        "window_start": window_start, "window_end": window_end, "released": released[-1],
+        "latency_s": (first_event - t0) / 1e9,
+        "detach_s": (released[-1] - window_end) / 1e9,
+        "events": float(len(events)),
+        "part_command_start_s": (marks["command"] - t0) / 1e9,
+        "part_checks_s": (marks["gdb"] - marks["command"]) / 1e9,
+        "part_gdb_s": (marks["gdb_done"] - marks["gdb"]) / 1e9,
+        "part_thread_connects_s": (marks["hello"] - marks["gdb_done"]) / 1e9,
+        "part_import_and_start_s": (first_event - marks["hello"]) / 1e9,
+    }
 
 
 def watch_release(pid: int, baseline: int, stop: threading.Event,
@@ -178,21 +224,6 @@ def watch_release(pid: int, baseline: int, stop: threading.Event,
             above = False
         time.sleep(0.001)
 
-
-def run_rate(phase: float, workdir: str) -> float:
-    """The program's loop rate recorded by ``framescope run`` (median of its middle phase)."""
-    script = os.path.join(workdir, "loop.py")
-    Path(script).write_text(PROGRAM)
-    proc = subprocess.Popen([sys.executable, "-m", "framescope", "run", "--limit", "0", "-o",
-                             os.path.join(workdir, "run.fstrace"), script, str(phase + 1.0)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    rates = Rates(proc)
-    start = time.monotonic_ns() + 500_000_000
-    proc.wait(timeout=600)
-    rates.thread.join()
-    return rates.between(start, start + int(phase * 1e9))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--phase", type=float, default=4.0, help="seconds per phase")
@@ -203,7 +234,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         for i in range(args.repeat):
             run = attach_run(args.phase, workdir)
-            run["rate_run"] = run_rate(args.phase, workdir)
+            run["during_vs_run"] = run["target_during"] / run["run_during"]
+            run["after_vs_before"] = ((run["target_after"] / run["control_after"])
+                                      / (run["target_before"] / run["control_before"]))
             runs.append(run)
             print(f"run {i + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in run.items()),
                   flush=True)
@@ -214,18 +247,24 @@ def main() -> None:
 
     figures = {
         "latency_s": median("latency_s"),
+        **{k: median(k) for k in runs[0] if k.startswith("part_")},
         "detach_s": median("detach_s"),
-        "during_vs_run": statistics.median(r["rate_during"] / r["rate_run"] for r in runs),
-        "after_vs_before": statistics.median(r["rate_after"] / r["rate_before"] for r in runs),
+        "during_vs_run": median("during_vs_run"),
+        "after_vs_before": median("after_vs_before"),
+        "after_vs_before_uncorrected": statistics.median(
+            r["target_after"] / r["target_before"] for r in runs),
     }
     print(f"\nPython {platform.python_version()}, load average {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after ({os.cpu_count()} CPUs)")
     print(f"attach -> first recorded event: {figures['latency_s']:.3f} s   (target <= 1 s)")
+    print("  of which: " + ", ".join(f"{k[5:-2]} {figures[k]:.3f} s" for k in figures
+                                      if k.startswith("part_")))
     print(f"window end -> target released:  {figures['detach_s']:.3f} s   (target <= 0.5 s)")
     print(f"loop rate during the window / under framescope run: "
           f"{figures['during_vs_run']:.3f}   (target 0.95-1.05)")
     print(f"loop rate after detach / before attach:             "
-          f"{figures['after_vs_before']:.3f}   (target 0.98-1.02)")
+          f"{figures['after_vs_before']:.3f}   (target 0.98-1.02; against the control; "
+          f"{figures['after_vs_before_uncorrected']:.3f} uncorrected)")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
         "python": platform.python_version(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.machinery
+import json
 import os
 import pwd
 import re
@@ -283,6 +284,9 @@ class _Session:
         self.format = output_format
         self.channel: _Channel | None = None
         self.where = ""  # where gdb loaded framescope (a thread, and what it was doing)
+        # Moments of the attach (CLOCK_MONOTONIC ns), for bench/attach.py
+        # (FRAMESCOPE_ATTACH_TIMINGS=1 prints them).
+        self.timings: dict[str, int] = {"command": time.monotonic_ns()}
 
     def connect(self, uid: int) -> tuple[socket.socket, bool]:
         """The control connection, and whether it is the target's own listener."""
@@ -294,11 +298,13 @@ class _Session:
         if version is not None and version != _our_python():
             raise _version_mismatch(self.pid, version)
         self.channel = _Channel(uid)
+        self.timings["gdb"] = time.monotonic_ns()
         try:
             self.where = _attach_gdb.inject(self.pid, _bootstrap_source(self.channel), BOOTSTRAP,
                                timeout=self.opts.timeout)
         except _attach_gdb.InjectError as exc:
             raise AttachError(str(exc)) from None
+        self.timings["gdb_done"] = time.monotonic_ns()
         conn = self.channel.accept(STEP_TIMEOUT)
         if conn is None:
             raise AttachError(
@@ -326,6 +332,7 @@ class _Session:
         assert self.channel is not None
         buffered = bytearray()
         hello = _receive(conn, buffered, STEP_TIMEOUT, self.pid)
+        self.timings["hello"] = time.monotonic_ns()
         if hello is None or "hello" not in hello:
             raise AttachError(f"process {self.pid} closed the connection before the window")
         if not listening:
@@ -338,6 +345,9 @@ class _Session:
                    "stream": bool(self.opts.stream), "duration": self.opts.duration}
         send(conn, {"go": request})
         started = _receive(conn, buffered, STEP_TIMEOUT, self.pid)
+        self.timings["started"] = time.monotonic_ns()
+        if os.environ.get("FRAMESCOPE_ATTACH_TIMINGS") == "1":
+            _say("framescope: attach timings (monotonic ns): " + json.dumps(self.timings))
         if started is None:
             raise AttachError(f"process {self.pid} exited before the window started")
         if "error" in started:
