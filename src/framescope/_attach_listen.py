@@ -36,9 +36,11 @@ def socket_dir(uid: int | None = None) -> str:
 
 def socket_paths(pid: int, uid: int) -> list[str]:
     """Where a process ``pid`` of user ``uid`` may listen, in the order the command tries."""
-    paths = [os.path.join(socket_dir(uid), f"{pid}.sock")]
-    fallback = f"/tmp/framescope-{uid}/{pid}.sock"
-    return paths + ([fallback] if fallback not in paths else [])
+    candidates = [os.path.join(socket_dir(uid), f"{pid}.sock"),
+                  # the target's XDG_RUNTIME_DIR may be set where this command's is not
+                  f"/run/user/{uid}/framescope/{pid}.sock",
+                  f"/tmp/framescope-{uid}/{pid}.sock"]
+    return list(dict.fromkeys(candidates))
 
 
 def _private_dir(path: str) -> None:
