@@ -20,7 +20,7 @@ import pytest
 
 from trace_checker import check_trace, load_trace
 
-TARGET = str(Path(__file__).parent / "programs" / "attach_target.py")
+TARGET = str(Path(__file__).parent / "attach_target.py")
 VERSION = "%d.%d" % sys.version_info[:2]
 BASE_PYTHON = os.path.join(sys.base_prefix, "bin", f"python{VERSION}")
 ATTACH_TIMEOUT = 180  # the whole command, on a loaded machine
