@@ -3,7 +3,8 @@
 Starts a worker thread and a waiting one (not with --single) and enters a long-running function
 before anything attaches, prints "ready PID", then loops until a line "stop" arrives on stdin
 (or the --stop-file FILE exists; then no thread reads stdin) or "exit": then it exits at once,
-with status 5 (during a capture). At the end it prints what it computed and
+with status 5 (during a capture). With --main-waits the loop runs in a thread of its own and the
+main thread waits for it in join(). At the end it prints what it computed and
 whether its state is as before the attach (threads, sys.path, open files, profile/trace
 functions, sys.monitoring tools, the frame evaluation function, signal handlers), and exits
 with status 7.
@@ -18,7 +19,7 @@ import time
 
 stop = threading.Event()
 exit_now = threading.Event()
-OWN = ("spin-worker", "sleepy-waiter", "commands")
+OWN = ("spin-worker", "sleepy-waiter", "commands", "looper")
 counts = {"main": 0, "worker": 0}
 
 
@@ -107,7 +108,12 @@ def main():
     if stop_file is None:  # else no thread waits anywhere: only the main thread, busy
         commands.start()
     print("ready", os.getpid(), flush=True)
-    long_running_frame(stop_file)
+    if "--main-waits" in args:  # the loop runs in a thread; the main thread waits in join()
+        looper = threading.Thread(target=long_running_frame, args=(stop_file,), name="looper")
+        looper.start()
+        looper.join()
+    else:
+        long_running_frame(stop_file)
     for t in threads:
         t.join()
     if stop_file is None:

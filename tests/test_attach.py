@@ -181,6 +181,21 @@ def test_attach_to_a_busy_main_thread_alone(needs_ptrace, targets, tmp_path) -> 
     assert (code, err) == (7, "") and "state unchanged" in stdout, (stdout, err)
 
 
+def test_attach_while_the_main_thread_waits_in_join(needs_ptrace, targets, tmp_path) -> None:
+    """The main thread runs no Python code (it waits in join()): attach works all the same."""
+    target = targets("--main-waits")
+    out = tmp_path / "window.json"
+    result = attach(target.pid, "--duration", "0.5", "-o", str(out), "--limit", "0")
+    assert result.returncode == 0, result.stderr
+    names, slices = threads_and_slices(out)
+    by_name = {name: tid for tid, name in names.items()}
+    main_open = {short(e["name"]) for e in slices[by_name["MainThread"]]
+                 if e["args"].get("Open at stop")}
+    assert {"main", "Thread.join"} <= main_open, main_open
+    assert "long_running_frame" in {short(e["name"]) for e in slices[by_name["looper"]]}
+    assert_unharmed(target)
+
+
 def test_attach_twice_gives_two_windows(needs_ptrace, targets, tmp_path) -> None:
     target = targets()
     spans = []
