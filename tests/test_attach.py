@@ -221,12 +221,14 @@ def test_attach_options_and_formats(needs_ptrace, targets, tmp_path) -> None:
     target = targets()
     out = tmp_path / "window.prof"
     result = attach(target.pid, "--duration", "0.5", "-o", str(out), "--c-calls",
-                    "--include-files", TARGET, "--limit", "3", "--sort", "calls")
+                    "--include-files", TARGET, "--limit", "3", "--sort", "calls", "--stream",
+                    "--memory-limit", "64MiB")
     assert result.returncode == 0, result.stderr
     functions = {f[2] for f in pstats.Stats(str(out)).stats}  # type: ignore[attr-defined]
     assert "spin_step" in functions
     assert "is_set" not in functions  # threading.py is not included
     assert "calls" in result.stderr  # the summary
+    assert os.listdir(tmp_path) == ["window.prof"]  # no stream file left next to it
     assert_unharmed(target)
 
 
