@@ -21,8 +21,10 @@ step() { printf '\n=== %s ===\n' "$*"; }
 # ---- system packages ------------------------------------------------------------------------
 # chromium: tests/test_report.py loads the HTML report in headless Chromium (on 3.11)
 # openmpi-bin, libopenmpi-dev: tests/test_launchers.py runs a two-rank mpi4py job (on 3.11)
+# gdb: tests/test_attach.py attaches to running processes with it (every version); util-linux's
+# setpriv runs a process as another user there
 apt_packages=(build-essential cmake ninja-build zlib1g-dev libgtest-dev libbenchmark-dev chromium
-              openmpi-bin libopenmpi-dev)
+              openmpi-bin libopenmpi-dev gdb util-linux)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

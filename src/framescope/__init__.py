@@ -70,3 +70,11 @@ def load_ipython_extension(ipython: Any) -> None:
     from framescope.jupyter import load_ipython_extension as load
 
     load(ipython)
+
+
+# FRAMESCOPE_LISTEN=1: accept `framescope attach PID` through a Unix socket (docs/attach.md).
+if os.environ.get("FRAMESCOPE_LISTEN", "") not in ("", "0"):
+    from framescope._attach_listen import listen_from_environment as _listen
+
+    _listen()
+    del _listen

@@ -15,7 +15,7 @@ import types
 import zipfile
 from typing import Callable, Literal, NoReturn, Sequence, cast
 
-from framescope import __version__, _core, clock_sync, follow, processes, ranks
+from framescope import __version__, _attach_command, _core, clock_sync, follow, processes, ranks
 from framescope.cli_traces import (
     _FORMAT_CHOICES,
     add_trace_commands,
@@ -66,14 +66,32 @@ def _parser() -> argparse.ArgumentParser:
         "before the script or -m MODULE; everything after it goes to the program.",
         allow_abbrev=False,  # the target's arguments are split off by option name
     )
+    run.add_argument("-m", dest="module", metavar="MODULE",
+                     help="run a library module as a script (the rest of the line is its argv)")
+    run.add_argument("--listen", action="store_true",
+                     help="record nothing from the start; accept framescope attach PID through a "
+                          "user-owned Unix socket instead (no ptrace needed; docs/attach.md)")
+    _add_recording_options(run)
+    _add_analysis_options(run)
+    _add_torch_options(run)
+    _add_process_options(run)
+    add_trace_commands(sub)
+    _attach_command.add_parser(sub, [_add_recording_options, _add_analysis_options,
+                                     _add_torch_options])
+    _add_report_parser(sub)
+    _add_merge_parser(sub)
+    add_table_commands(sub)
+    return parser
+
+
+def _add_recording_options(run: argparse.ArgumentParser) -> None:
+    """The output and recording options of ``framescope run``, shared by ``framescope attach``."""
     run.add_argument("-o", "--output", default=None,
                      help="trace file to write; its extension picks the format (.json, .json.gz, "
                           ".pftrace, .speedscope.json, .collapsed, .prof, .fstrace, .html; default: "
                           "framescope.trace + the format's extension)")
     run.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
                      help="trace format (default: from -o's extension, else chrome)")
-    run.add_argument("-m", dest="module", metavar="MODULE",
-                     help="run a library module as a script (the rest of the line is its argv)")
     run.add_argument("--c-calls", action="store_true", help="also record builtins")
     run.add_argument("--backend", default="auto",
                      choices=["auto", "frame_hook", "fallback", "sys.monitoring", "setprofile"],
@@ -93,14 +111,6 @@ def _parser() -> argparse.ArgumentParser:
                           "memory stays flat: the -o file itself when it is a .fstrace, else a "
                           "temporary one next to it, converted to -o at the end (not with "
                           "--dump-on or --on-limit keep_newest)")
-    _add_analysis_options(run)
-    _add_torch_options(run)
-    _add_process_options(run)
-    add_trace_commands(sub)
-    _add_report_parser(sub)
-    _add_merge_parser(sub)
-    add_table_commands(sub)
-    return parser
 
 
 def _add_process_options(run: argparse.ArgumentParser) -> None:
@@ -617,6 +627,10 @@ def run(opts: argparse.Namespace, module: str | None, target_argv: list[str]) ->
             print(f"framescope run: can't find '__main__' module in {os.path.abspath(target)!r}",
                   file=sys.stderr)
             return 1
+    if opts.listen:
+        from framescope._attach_listen import exec_listening
+
+        return exec_listening(module, target_argv)  # returns only when exec fails
     try:
         output, output_format = resolve_output(opts.output, opts.format)
     except ValueError as exc:
@@ -740,6 +754,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return merge(opts)
     if opts.command in TABLE_COMMANDS:
         return run_table_command(opts)
+    if opts.command == "attach":
+        return _attach_command.attach(opts)
     return run_trace_command(opts)
 
 

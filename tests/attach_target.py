@@ -1,0 +1,135 @@
+"""A plain Python program for the attach tests (run by an interpreter without framescope).
+
+Starts a worker thread and a waiting one (not with --single) and enters a long-running function
+before anything attaches, prints "ready PID", then loops until a line "stop" arrives on stdin
+(or the --stop-file FILE exists; then no thread reads stdin) or "exit": then it exits at once,
+with status 5 (during a capture). With --main-waits the loop runs in a thread of its own and the
+main thread waits for it in join(). At the end it prints what it computed and
+whether its state is as before the attach (threads, sys.path, open files, profile/trace
+functions, sys.monitoring tools, the frame evaluation function, signal handlers), and exits
+with status 7.
+"""
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+
+stop = threading.Event()
+exit_now = threading.Event()
+OWN = ("spin-worker", "sleepy-waiter", "commands", "looper")
+counts = {"main": 0, "worker": 0}
+
+
+def spin_step(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def spin_worker():
+    while not stop.is_set():
+        spin_step(200)
+        counts["worker"] += 1
+
+
+def sleepy_waiter():
+    stop.wait()
+
+
+def eval_frame_function():
+    api = ctypes.pythonapi
+    get = getattr(api, "_PyInterpreterState_GetEvalFrameFunc", None)
+    if get is None:
+        return None
+    api.PyInterpreterState_Get.restype = ctypes.c_void_p
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.c_void_p]
+    return get(api.PyInterpreterState_Get())
+
+
+def state():
+    tools = []
+    if hasattr(sys, "monitoring"):
+        tools = [sys.monitoring.get_tool(i) for i in range(6)]
+    return {
+        # Other threads than the program's own, and the OS's count of them.
+        "threads": sorted(t.name for t in threading.enumerate() if t.name not in OWN),
+        "os_threads": len(os.listdir("/proc/self/task")) - sum(
+            t.is_alive() for t in threading.enumerate() if t.name in OWN),
+        "path": list(sys.path),
+        "fds": sorted(os.listdir("/proc/self/fd")),
+        "profile": repr(sys.getprofile()),
+        "trace": repr(sys.gettrace()),
+        "tools": tools,
+        "eval_frame": eval_frame_function(),
+        "signals": {int(s): repr(signal.getsignal(s)) for s in signal.valid_signals()
+                    if s not in (signal.SIGKILL, signal.SIGSTOP)},
+        "main_names": sorted(k for k in vars(sys.modules["__main__"])),
+    }
+
+
+def long_running_frame(stop_file):
+    while not stop.is_set():
+        spin_step(300)
+        counts["main"] += 1
+        if exit_now.is_set():
+            print("exiting by itself", flush=True)
+            stop.set()
+            sys.exit(5)
+        if stop_file is not None and counts["main"] % 64 == 0 and os.path.exists(stop_file):
+            stop.set()
+
+
+def read_commands():
+    for line in sys.stdin:
+        if line.strip() == "stop":
+            stop.set()
+            return
+        if line.strip() == "exit":
+            exit_now.set()
+            return
+
+
+def main():
+    args = sys.argv[1:]
+    stop_file = args[args.index("--stop-file") + 1] if "--stop-file" in args else None
+    threads = []
+    if "--single" not in args:  # else only the main thread runs (and the commands reader)
+        threads = [threading.Thread(target=spin_worker, name="spin-worker"),
+                   threading.Thread(target=sleepy_waiter, name="sleepy-waiter")]
+    for t in threads:
+        t.start()
+    before = state()
+    commands = threading.Thread(target=read_commands, name="commands", daemon=True)
+    if stop_file is None:  # else no thread waits anywhere: only the main thread, busy
+        commands.start()
+    print("ready", os.getpid(), flush=True)
+    if "--main-waits" in args:  # the loop runs in a thread; the main thread waits in join()
+        looper = threading.Thread(target=long_running_frame, args=(stop_file,), name="looper")
+        looper.start()
+        looper.join()
+    else:
+        long_running_frame(stop_file)
+    for t in threads:
+        t.join()
+    if stop_file is None:
+        commands.join()
+    if "--single" in args:
+        counts["worker"] = 1
+    after = state()
+    for _ in range(40):  # the attach thread may be a few ms from its exit
+        if after == before:
+            break
+        time.sleep(0.05)
+        after = state()
+    print("state unchanged" if after == before else f"state changed: {before} -> {after}")
+    print("worked", counts["main"] > 0 and counts["worker"] > 0, flush=True)
+    return 7
+
+
+if __name__ == "__main__":
+    sys.exit(main())
