@@ -179,6 +179,18 @@ def _duration_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _max_depth_arg(text: str) -> int:
+    from framescope.profiler import MAX_DEPTH_LIMIT
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of levels: {text!r}") from None
+    if not 1 <= value <= MAX_DEPTH_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be in 1..{MAX_DEPTH_LIMIT}, not {text}")
+    return value
+
+
 def _signal_arg(text: str) -> signal.Signals:
     try:
         return parse_signal(text)
@@ -192,7 +204,7 @@ def _add_analysis_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--exclude-files", action="append", metavar="GLOB", default=None,
                      help="do not record Python frames of files matching GLOB (repeatable); "
                           "their callees in other files are recorded")
-    run.add_argument("--max-depth", type=int, default=None, metavar="N",
+    run.add_argument("--max-depth", type=_max_depth_arg, default=None, metavar="N",
                      help="keep the outer N levels of Python calls only")
     run.add_argument("--min-duration", type=_duration_arg, default=0, metavar="TIME",
                      help="leave out slices shorter than TIME (e.g. 500ns, 20us, 1.5ms) from the "

@@ -344,7 +344,8 @@ void bind_session_control(nb::module_& m) {
       "The profile object whose session runs, or None.");
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def(
-      "mark", [](nb::handle name) { framescope::mark(str_arg(name, "mark()", "name")); }, "name"_a,
+      "mark", [](nb::handle name) { framescope::mark(str_arg(name, "mark()", "name")); },
+      "name"_a.none(),
       "Record an instant event (a mark) on the calling thread; no-op without a session.");
   m.def(
       "record_memory",
@@ -362,7 +363,8 @@ void bind_session_control(nb::module_& m) {
                                   int64_arg(total_allocated, fn, "total_allocated"),
                                   int64_arg(total_reserved, fn, "total_reserved"), int32_t(dev));
       },
-      "address"_a, "bytes"_a, "total_allocated"_a, "total_reserved"_a = 0, "device"_a = -1,
+      "address"_a.none(), "bytes"_a.none(), "total_allocated"_a.none(),
+      "total_reserved"_a.none() = 0, "device"_a.none() = -1,
       // The signature nanobind's TypeError for a wrong call shows (ints, not `object`).
       nb::sig("def record_memory(address: int, bytes: int, total_allocated: int, "
               "total_reserved: int = 0, device: int = -1) -> None"),
