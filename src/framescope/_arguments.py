@@ -61,7 +61,7 @@ def path(value: object, name: str = "path") -> str:
         TypeError: not a str path (bytes paths are not taken). ValueError: see ``text``.
     """
     try:
-        p: Any = os.fspath(value)  # type: ignore[arg-type]
+        p: Any = os.fspath(value)  # type: ignore[call-overload]
     except TypeError:
         raise TypeError(f"{name} must be a str or os.PathLike[str], not "
                         f"{type(value).__name__}") from None

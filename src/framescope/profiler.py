@@ -337,11 +337,11 @@ class profile:
             raise ValueError("stream_to keeps every event: on_limit='keep_newest' does not apply")
         if memory_limit is None:
             memory_limit = "64MiB" if self._stream_to else "1GiB"
-        for name, value in (("record_shapes", record_shapes), ("profile_memory", profile_memory),
-                            ("with_flops", with_flops), ("with_stack", with_stack),
-                            ("c_calls", c_calls), ("torch_ops", torch_ops),
-                            ("cpu_time", cpu_time)):
-            _arguments.flag(name, value)
+        for flag_name, flag_value in (
+                ("record_shapes", record_shapes), ("profile_memory", profile_memory),
+                ("with_flops", with_flops), ("with_stack", with_stack), ("c_calls", c_calls),
+                ("torch_ops", torch_ops), ("cpu_time", cpu_time)):
+            _arguments.flag(flag_name, flag_value)
         if c_calls and not with_stack:
             raise ValueError("c_calls=True needs with_stack=True")
         self.record_shapes = record_shapes
