@@ -58,6 +58,10 @@ def _profile_enter(self: Any) -> Any: ...
 def _profile_stop(self: Any) -> Any: ...
 def _profile_exit(self: Any, exc_type: Any, exc: Any, tb: Any) -> None: ...
 
+def _rearm_memory_hooks() -> bool:
+    """During a profile_memory session: puts framescope's counting allocator wrappers back when
+    another tool unlinked them (tracemalloc.stop()); returns whether it did."""
+
 def _allocators_wrapped() -> tuple[bool, bool]:
     """(MEM, OBJ): whether framescope's counting wrapper is the installed allocator (tests)."""
 

@@ -10,7 +10,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
-from framescope import _arguments, _core, processes, ranks
+from framescope import _arguments, _core, _tracemalloc_guard, processes, ranks
 # Imported now, not when summary() first runs: framescope run prints the summary at interpreter
 # exit, where creating analysis's NamedTuple (an eval() of generated code) would reset CPython's
 # record of an unhandled KeyboardInterrupt, and the run would exit with status 1, not by SIGINT.
@@ -430,6 +430,8 @@ class profile:
             self._backend, why = _resolve_backend(self._requested_backend)
             if why:
                 self._start_warnings.append(why)
+        if self.profile_memory:
+            _tracemalloc_guard.install()
         self._clock = processes.session_starting()
         self._started_pid = os.getpid()
         return {

@@ -127,10 +127,24 @@ bool stop_session(nb::handle owner, bool keep) {
   auto names = thread_names_collect();
   thread_names_release();
   const std::string backend = tracer_backend_description();
-  if (g_memory_tracking && !memory_hooks_stop()) {
-    internal::add_session_warning(
-        "framescope: another tool (tracemalloc?) wrapped Python's allocators during the session; "
-        "framescope's counting wrappers stay under it, counting nothing");
+  if (g_memory_tracking) {
+    switch (memory_hooks_stop()) {
+      case MemoryHooksState::kRestored:
+        break;
+      case MemoryHooksState::kUnderAnother:
+        internal::add_session_warning(
+            "framescope: another tool (tracemalloc?) wrapped Python's allocators during the "
+            "session; framescope's counting wrappers stay under it, counting nothing");
+        break;
+      case MemoryHooksState::kDropped:
+        internal::add_session_warning(
+            "framescope: another tool replaced Python's allocators during the session, "
+            "unlinking framescope's counting wrappers (tracemalloc.stop() of a tracemalloc "
+            "started before the session does, unless through the tracemalloc module, which "
+            "framescope re-arms after): the Python allocations made after that were not "
+            "counted, so the memory figures are too low");
+        break;
+    }
   }
   tracer_stop();
   RawTracePtr raw;
