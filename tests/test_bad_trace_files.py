@@ -156,6 +156,12 @@ MERGE_CASES: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]]]
     "world_size_list": (_rank([4]), ("world_size is [4]",)),
     "world_size_string": (_rank("4"), ("world_size is '4'",)),
     "world_size_zero": (_rank(0), ("world_size is 0",)),
+    "rank_huge": (lambda m: m.__setitem__("rank", {"rank": 10**30, "world_size": 4}),
+                  ("rank.rank is 1000000000000000000000000000000",)),
+    "rank_negative": (lambda m: m.__setitem__("rank", {"rank": -5, "world_size": 4}),
+                      ("rank.rank is -5", "0..3")),
+    "rank_past_world_size": (lambda m: m.__setitem__("rank", {"rank": 7, "world_size": 4}),
+                             ("rank.rank is 7",)),
 }
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 _INT64 = 2**63
+#: The largest rank merged: the merged trace orders process groups by rank * 1000 in 32 bits.
+MAX_RANK = 2_000_000
 #: Ranks a "missing ranks" warning lists by number (the rest are counted).
 _LISTED_RANKS = 16
 
@@ -63,6 +65,11 @@ def check(path: str, meta: dict[str, Any]) -> None:
                                  or size < 1 or size >= _INT64):
             raise ValueError(f"{path}: invalid process metadata: rank.world_size is {size!r}, "
                              "not a positive count of processes")
+        number = rank["rank"]
+        top = min(size - 1, MAX_RANK) if isinstance(size, int) else MAX_RANK
+        if isinstance(number, bool) or not 0 <= number <= top:
+            raise ValueError(f"{path}: invalid process metadata: rank.rank is {number!r}, not a "
+                             f"rank of the job (0..{top})")
 
 
 def missing_ranks(size: int, present: set[int]) -> str | None:
