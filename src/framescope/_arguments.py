@@ -10,14 +10,17 @@ from typing import Any
 
 
 def flag(name: str, value: object) -> bool:
-    """A True/False option.
+    """A True/False option as a bool: any value by its truth, as torch.profiler takes its flags
+    (``record_shapes=1`` records shapes), and as Python's own ``if`` would.
 
     Raises:
-        TypeError: anything but a bool.
+        TypeError: a value without a truth value (``bool()`` raises: a numpy array...).
     """
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, not {value!r}")
-    return value
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 - any failure of __bool__/__len__
+        raise TypeError(f"{name} must be True or False, not {type(value).__name__} (it has "
+                        "no truth value)") from None
 
 
 def integer(name: str, value: object, low: int, high: int) -> int:

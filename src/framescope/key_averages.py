@@ -288,9 +288,6 @@ class KeyAverages(list[FunctionEventAvg]):
         if isinstance(row_limit, bool) or not isinstance(row_limit, int):
             raise TypeError(f"row_limit must be an int (-1: every row), not "
                             f"{type(row_limit).__name__}")
-        if not isinstance(top_level_events_only, bool):
-            raise TypeError(f"top_level_events_only must be True or False, not "
-                            f"{top_level_events_only!r}")
         if header is not None and not isinstance(header, str):
             raise TypeError(f"header must be a str or None, not {type(header).__name__}")
         if time_unit not in (None, "s", "ms", "us"):

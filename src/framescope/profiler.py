@@ -337,11 +337,14 @@ class profile:
             raise ValueError("stream_to keeps every event: on_limit='keep_newest' does not apply")
         if memory_limit is None:
             memory_limit = "64MiB" if self._stream_to else "1GiB"
-        for flag_name, flag_value in (
-                ("record_shapes", record_shapes), ("profile_memory", profile_memory),
-                ("with_flops", with_flops), ("with_stack", with_stack), ("c_calls", c_calls),
-                ("torch_ops", torch_ops), ("cpu_time", cpu_time)):
-            _arguments.flag(flag_name, flag_value)
+        # Flags by their truth, as torch's (the core takes bools: "x" used to fail in it).
+        record_shapes = _arguments.flag("record_shapes", record_shapes)
+        profile_memory = _arguments.flag("profile_memory", profile_memory)
+        with_flops = _arguments.flag("with_flops", with_flops)
+        with_stack = _arguments.flag("with_stack", with_stack)
+        c_calls = _arguments.flag("c_calls", c_calls)
+        torch_ops = _arguments.flag("torch_ops", torch_ops)
+        cpu_time = _arguments.flag("cpu_time", cpu_time)
         if c_calls and not with_stack:
             raise ValueError("c_calls=True needs with_stack=True")
         self.record_shapes = record_shapes
@@ -660,7 +663,7 @@ class profile:
         self time: their thread's other slices hold it; docs/tracing.md)."""
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
-        _arguments.flag("summary(): by_thread", by_thread)
+        by_thread = _arguments.flag("summary(): by_thread", by_thread)
         return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)
 
     @unrecorded

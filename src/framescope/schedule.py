@@ -110,7 +110,7 @@ def trace_handler(
     directory = _arguments.path(dir_name, "trace_handler(): dir_name")
     if worker_name is not None:
         _arguments.text("trace_handler(): worker_name", worker_name)
-    _arguments.flag("trace_handler(): use_gzip", use_gzip)
+    use_gzip = _arguments.flag("trace_handler(): use_gzip", use_gzip)
 
     def handler_fn(prof: profile) -> None:
         nonlocal worker_name
