@@ -153,9 +153,9 @@ class Trace:
     def event_object(self, i: int) -> Event:
         """Event ``i`` (IndexError past the end), through an index built on first use."""
 
-    def iter_events(self, start: int = 0, stop: int = ...) -> _EventIterator:
+    def iter_events(self, start: int = 0, stop: int | None = None) -> _EventIterator:
         """Events with index in [start, stop), in index order, read by a replay as they are
-        iterated."""
+        iterated (bounds clamped to 0..len; stop None: to the end)."""
 
     def find_events(self, name: str) -> list[Event]:
         """The events with this exact name, in index order."""
