@@ -74,6 +74,10 @@ class FlightRecorder:
         self._count = 0
         self._busy = threading.Lock()  # held while a dump is written (see _on_signal)
         self._absorbed = 0  # signals that came during the dump being written
+        self._tickets = threading.Lock()  # guards the two counts below (never in a handler)
+        self._requested = 0  # dump() calls so far
+        self._covered = 0  # dump() calls answered by the dumps begun so far
+        self._last_path: str | None = None
         self._previous_handler: Any = None
         self._previous_excepthook: Callable[[threading.ExceptHookArgs], Any] | None = None
 
@@ -106,10 +110,19 @@ class FlightRecorder:
 
     def dump(self, why: str) -> str | None:
         """Writes a dump now, after one in progress on another thread; returns its path (None
-        when the session is not recording, or when the dump failed). Not from a signal
-        handler (see _on_signal)."""
+        when the session is not recording, or when the dump failed). Requests that waited
+        for the same dump in progress are answered by one dump after it (many threads failing
+        at once make one dump, not one each). Not from a signal handler (see _on_signal)."""
+        with self._tickets:
+            self._requested += 1
+            ticket = self._requested
         with self._busy:
-            return self._write(why)
+            if self._covered >= ticket:  # a dump begun after this request answered it
+                return self._last_path
+            with self._tickets:
+                self._covered = self._requested
+            self._last_path = self._write(why)
+            return self._last_path
 
     def _write(self, why: str) -> str | None:
         if not self._prof._running:
