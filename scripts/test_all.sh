@@ -6,9 +6,25 @@
 # root and they are missing, and pip packages into one virtual environment per Python. Ends with the last pytest run's
 # summary line; exits non-zero if any suite failed.
 #
+# System packages (apt): installed when missing, as root, or through sudo when there is one;
+# else the script says which to install and fails. Without pyenv that includes python3,
+# python3-dev and python3-venv. `scripts/test_all.sh --system-packages` does only that step.
+#
+# torch==2.13.0 (3.11) comes from pip's configured sources: on the project's machines a local
+# CPU wheel (torch-2.13.0+cpu, in pip's find-links folder); elsewhere set
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu for PyTorch's CPU wheel (PyPI's own
+# Linux wheel is the much larger CUDA build).
+#
 # Environment: FRAMESCOPE_PYTHONS="/path/python ..." to choose interpreters,
 #              FRAMESCOPE_SKIP_SANITIZERS=1 to skip the sanitizer builds.
 set -uo pipefail
+
+only_system_packages=0
+case "${1:-}" in
+  --system-packages) only_system_packages=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test_all.sh [--system-packages]" >&2; exit 2 ;;
+esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -25,6 +41,11 @@ step() { printf '\n=== %s ===\n' "$*"; }
 # setpriv runs a process as another user there
 apt_packages=(build-essential cmake ninja-build zlib1g-dev libgtest-dev libbenchmark-dev chromium
               openmpi-bin libopenmpi-dev gdb util-linux)
+# Without pyenv (and without FRAMESCOPE_PYTHONS) the tests run on the system's python3: it needs
+# its headers (python3-dev) to build the extension and venv (python3-venv) for the test venv.
+if [ -z "${FRAMESCOPE_PYTHONS:-}" ] && ! command -v pyenv >/dev/null; then
+  apt_packages+=(python3 python3-dev python3-venv)
+fi
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -34,9 +55,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null || status=1
-  else
+  elif command -v sudo >/dev/null; then
     sudo apt-get update -qq && sudo apt-get install -y -qq "${missing[@]}" >/dev/null || status=1
+  else
+    echo "test_all.sh: these system packages are missing: ${missing[*]}"
+    echo "test_all.sh: not root and no sudo to install them: as root, run"
+    echo "    apt-get install ${missing[*]}"
+    echo "test_all.sh: (or run this script as root), then run it again"
+    status=1
   fi
+fi
+if [ "$only_system_packages" = 1 ]; then
+  [ "$status" -eq 0 ] && echo "test_all.sh: the system packages are installed"
+  exit "$status"
 fi
 
 # ---- interpreters ---------------------------------------------------------------------------
@@ -48,7 +79,14 @@ elif command -v pyenv >/dev/null; then
     pythons+=("$(pyenv root)/versions/$v/bin/python")
   done
 fi
-[ ${#pythons[@]} -eq 0 ] && pythons=(python3)
+if [ ${#pythons[@]} -eq 0 ]; then
+  if ! command -v python3 >/dev/null; then
+    echo "test_all.sh: no python3 and no pyenv: install python3 python3-dev python3-venv (apt)," \
+         "or set FRAMESCOPE_PYTHONS to interpreters of 3.10-3.13" >&2
+    exit 1
+  fi
+  pythons=(python3)
+fi
 
 # ---- native tests ---------------------------------------------------------------------------
 step "native tests (GoogleTest)"

@@ -284,7 +284,7 @@ def test_cli_filter_options(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--min-duration" in bad.stderr
     bad = subprocess.run([sys.executable, "-m", "framescope", "run", "--max-depth", "0",
                           "app.py"], capture_output=True, text=True, cwd=tmp_path, timeout=60)
-    assert bad.returncode == 2 and "max_depth" in bad.stderr
+    assert bad.returncode == 2 and "--max-depth" in bad.stderr
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

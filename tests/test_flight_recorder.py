@@ -211,8 +211,8 @@ def test_signal_during_a_dump_does_not_deadlock(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "prog.py"], capture_output=True, text=True,
                          cwd=tmp_path, timeout=60)
     assert out.returncode == 0 and "finished" in out.stdout, out.stderr
-    assert "SIGUSR1 while a dump is being written: no second dump" in out.stderr
-    assert "recorded window written to t.dump1.json" in out.stderr
+    assert ("recorded window written to t.dump1.json (it also answers 1 more SIGUSR1 that "
+            "came while it was written)") in out.stderr
     assert not (tmp_path / "t.dump2.json").exists()
 
 

@@ -58,6 +58,10 @@ def _profile_enter(self: Any) -> Any: ...
 def _profile_stop(self: Any) -> Any: ...
 def _profile_exit(self: Any, exc_type: Any, exc: Any, tb: Any) -> None: ...
 
+def _rearm_memory_hooks() -> bool:
+    """During a profile_memory session: puts framescope's counting allocator wrappers back when
+    another tool unlinked them (tracemalloc.stop()); returns whether it did."""
+
 def _allocators_wrapped() -> tuple[bool, bool]:
     """(MEM, OBJ): whether framescope's counting wrapper is the installed allocator (tests)."""
 
@@ -149,9 +153,9 @@ class Trace:
     def event_object(self, i: int) -> Event:
         """Event ``i`` (IndexError past the end), through an index built on first use."""
 
-    def iter_events(self, start: int = 0, stop: int = ...) -> _EventIterator:
+    def iter_events(self, start: int = 0, stop: int | None = None) -> _EventIterator:
         """Events with index in [start, stop), in index order, read by a replay as they are
-        iterated."""
+        iterated (bounds clamped to 0..len; stop None: to the end)."""
 
     def find_events(self, name: str) -> list[Event]:
         """The events with this exact name, in index order."""

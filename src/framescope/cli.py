@@ -213,6 +213,18 @@ def _duration_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _max_depth_arg(text: str) -> int:
+    from framescope.profiler import MAX_DEPTH_LIMIT
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of levels: {text!r}") from None
+    if not 1 <= value <= MAX_DEPTH_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be in 1..{MAX_DEPTH_LIMIT}, not {text}")
+    return value
+
+
 def _signal_arg(text: str) -> signal.Signals:
     try:
         return parse_signal(text)
@@ -226,7 +238,7 @@ def _add_analysis_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--exclude-files", action="append", metavar="GLOB", default=None,
                      help="do not record Python frames of files matching GLOB (repeatable); "
                           "their callees in other files are recorded")
-    run.add_argument("--max-depth", type=int, default=None, metavar="N",
+    run.add_argument("--max-depth", type=_max_depth_arg, default=None, metavar="N",
                      help="keep the outer N levels of Python calls only")
     run.add_argument("--min-duration", type=_duration_arg, default=0, metavar="TIME",
                      help="leave out slices shorter than TIME (e.g. 500ns, 20us, 1.5ms) from the "
@@ -387,10 +399,12 @@ class _Finisher:
 
     The session ends at interpreter exit, after threading joins the non-daemon threads and the
     program's own atexit functions ran (this one is registered before the program runs, so it
-    runs after them). SIGTERM, SIGHUP and a second Ctrl-C end it at once instead: the trace is
-    written, then the process dies of the signal as it would have without framescope."""
+    runs after them). SIGTERM, SIGHUP, SIGQUIT and a second Ctrl-C end it at once instead: the
+    trace is written, then the process dies of the signal as it would have without framescope
+    (SIGQUIT: with a core dump, where the limits allow one). Signals the program or the shell
+    set a handler for (or ignore) are left alone."""
 
-    _SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+    _SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 
     def __init__(self, prof: profile, opts: argparse.Namespace) -> None:
         self.prof = prof
@@ -400,6 +414,16 @@ class _Finisher:
         self.interrupts = 0
         self.deferred: int | None = None  # a signal that came while the trace was written
         self.pid = os.getpid()
+        self.stop_error: BaseException | None = None  # why stopping the session failed
+
+    def _stop(self) -> None:
+        """Stops the session (framescope's frames are not recorded: this one is not). A
+        streamed session whose file could not be written to (the disk filled up) fails here:
+        said once by finish(), not as a traceback."""
+        try:
+            _core._stop(self.prof)
+        except (OSError, RuntimeError, ValueError) as e:
+            self.stop_error = e
 
     def install(self) -> None:
         # A trace lost at exit (the disk filled, the directory went away) is said on stderr; the
@@ -408,9 +432,9 @@ class _Finisher:
         # functions registered before this one, such as logging's and multiprocessing's, and
         # the flushing of its open files). A profiler must never cost the program its data.
         atexit.register(self.finish)
-        # Runs first (atexit is last-in, first-out): stops the session in C, so that none of the
+        # Runs first (atexit is last-in, first-out): stops the session, so that none of the
         # finishing code shows in the trace.
-        atexit.register(_core._stop, self.prof)
+        atexit.register(self._stop)
         for name in self._SIGNALS:
             signum = getattr(signal, name, None)
             if signum is None:
@@ -453,14 +477,18 @@ class _Finisher:
             # the trace file is the parent's, which must not be overwritten by the child's.
             _core._stop(self.prof, keep=False)
             return
-        _core._stop(self.prof)  # first: none of the finishing shows in the trace
+        self._stop()  # first: none of the finishing shows in the trace
         for hook in self.after_stop:
             hook()
+        opts = self.opts
+        if self.prof._trace is None:
+            why = error_text(self.stop_error) if self.stop_error is not None else "no trace"
+            _say(f"framescope: could not write the trace to {opts.output}: {why}")
+            return self._end()
         for name in self._SIGNALS:
             if (signum := getattr(signal, name, None)) is not None:
                 if signal.getsignal(signum) == self._on_signal:
                     signal.signal(signum, self._while_finishing)
-        opts = self.opts
         for warning in self.prof.warnings:
             _say(cli_wording(warning))
         try:

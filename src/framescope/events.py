@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Sequence, overload
 
@@ -48,20 +49,34 @@ class EventList(Sequence[Event]):
             if step == 1:
                 return list(self._trace.iter_events(start, max(start, stop)))
             return [self[j] for j in range(start, stop, step)]
+        if isinstance(i, bool) or not isinstance(i, int):
+            try:
+                i = operator.index(i)  # numpy integers and other int-likes
+            except TypeError:
+                raise TypeError(f"events[i]: i must be an int or a slice, not "
+                                f"{type(i).__name__}") from None
         n = len(self._trace)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("event index out of range")
-        return self._trace.event_object(i)
+        k = i + n if i < 0 else i
+        if not 0 <= k < n:
+            raise IndexError(f"events[i]: i={i} is out of range: the trace has {n} "
+                             f"event{'' if n == 1 else 's'}")
+        return self._trace.event_object(k)
 
     def __iter__(self) -> Iterator[Event]:
         return self._trace.iter_events()
 
     def named(self, name: str) -> list[Event]:
         """Events whose name is exactly ``name``, in index order (one replay, in C++)."""
+        if not isinstance(name, str):
+            raise TypeError(f"named(): name must be a str, not {type(name).__name__}")
         return self._trace.find_events(name)
 
     def children(self, parent: Event) -> list[Event]:
         """Direct children of ``parent``, in index order (a replay up to the parent's end)."""
+        if not isinstance(parent, Event):
+            raise TypeError(f"children(): parent must be an Event (of this trace: an item of "
+                            f"events()), not {type(parent).__name__}")
+        if not 0 <= parent.index < len(self._trace):
+            raise ValueError(f"children(): parent is event {parent.index}, not an event of this "
+                             f"trace ({len(self._trace)} events)")
         return self._trace.children(parent.index)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from framescope import _arguments
+
 if TYPE_CHECKING:
     from framescope._core import Trace
 
@@ -75,11 +77,10 @@ def check_compression(name: str, path: str) -> None:
 
 def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None) -> None:
     """Writes ``trace`` to ``path`` in ``format`` (from the extension when None)."""
-    p = os.fspath(path)
-    if not isinstance(p, str):
-        raise TypeError(f"path must be str or os.PathLike[str], not {type(p).__name__}")
-    if "\0" in p:
-        raise ValueError("path contains a NUL character")
+    p = _arguments.path(path)
+    if format is not None and not isinstance(format, str):
+        raise TypeError(f"format must be a str (e.g. 'chrome', 'perfetto') or None, not "
+                        f"{type(format).__name__}")
     name = format_name(format) if format is not None else format_for_path(p)
     check_compression(name, p)
     if name == "fstrace":

@@ -8,6 +8,7 @@ ends, for the main module) as it would have without framescope.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -71,8 +72,12 @@ class FlightRecorder:
         self._signal = int(sig)
         self._signal_name = sig.name  # read now: Enum attributes are Python code
         self._count = 0
-        self._lock = threading.Lock()
-        self._dumping_thread: int | None = None  # threading.get_ident() of the dump in progress
+        self._busy = threading.Lock()  # held while a dump is written (see _on_signal)
+        self._absorbed = 0  # signals that came during the dump being written
+        self._tickets = threading.Lock()  # guards the two counts below (never in a handler)
+        self._requested = 0  # dump() calls so far
+        self._covered = 0  # dump() calls answered by the dumps begun so far
+        self._last_path: str | None = None
         self._previous_handler: Any = None
         self._previous_excepthook: Callable[[threading.ExceptHookArgs], Any] | None = None
 
@@ -82,6 +87,17 @@ class FlightRecorder:
         self._previous_handler = signal.signal(self._signal, self._on_signal)
         self._previous_excepthook = threading.excepthook
         threading.excepthook = self._on_thread_exception
+        # Registered before framescope run's finisher, so it runs after it (atexit is last in,
+        # first out): the handler stays installed until the final trace is on disk.
+        atexit.register(self._ignore_late_signals)
+
+    def _ignore_late_signals(self) -> None:
+        """Once the final trace is written: the signal is ignored from then on, rather than
+        left to python's finalization, which puts back the default action (for SIGUSR1, ending
+        the process) while the program's last moments run: a late request must not kill a
+        program that finished. A handler the program installed itself is left alone."""
+        if signal.getsignal(self._signal) == self._on_signal:
+            signal.signal(self._signal, signal.SIG_IGN)
 
     def uninstall(self) -> None:
         """Restores them (after the session stopped)."""
@@ -93,38 +109,55 @@ class FlightRecorder:
             self._previous_handler = None
 
     def dump(self, why: str) -> str | None:
-        """Writes a dump now; returns its path (None when the session is not recording, or when
-        a dump is being written already)."""
-        # A signal that arrives while a dump is being written runs its handler on the same
-        # thread, inside that dump (between two of its bytecodes), and would wait for the lock
-        # forever: that request is dropped (the dump in progress covers it). Other threads wait.
-        me = threading.get_ident()
-        if self._dumping_thread == me:
-            print(f"framescope: {why} while a dump is being written: no second dump",
-                  file=sys.stderr)
+        """Writes a dump now, after one in progress on another thread; returns its path (None
+        when the session is not recording, or when the dump failed). Requests that waited
+        for the same dump in progress are answered by one dump after it (many threads failing
+        at once make one dump, not one each). Not from a signal handler (see _on_signal)."""
+        with self._tickets:
+            self._requested += 1
+            ticket = self._requested
+        with self._busy:
+            if self._covered >= ticket:  # a dump begun after this request answered it
+                return self._last_path
+            with self._tickets:
+                self._covered = self._requested
+            self._last_path = self._write(why)
+            return self._last_path
+
+    def _write(self, why: str) -> str | None:
+        if not self._prof._running:
             return None
-        self._lock.acquire()
-        self._dumping_thread = me
+        self._count += 1
+        path = dump_path(self._output, self._count)
         try:
-            if not self._prof._running:
-                return None
-            self._count += 1
-            path = dump_path(self._output, self._count)
-            try:
-                self._prof.dump(path, format=self._format)
-            except (OSError, RuntimeError, ValueError) as exc:
-                print(f"framescope: dump on {why} failed: {exc}", file=sys.stderr)
-                return None
+            self._prof.dump(path, format=self._format)
+        except (OSError, RuntimeError, ValueError) as exc:
+            print(f"framescope: dump on {why} failed: {exc}", file=sys.stderr)
+            return None
         finally:
-            self._dumping_thread = None
-            self._lock.release()
-        print(f"framescope: {why}: recorded window written to {path}", file=sys.stderr)
+            covered, self._absorbed = self._absorbed, 0
+        more = (f" (it also answers {covered} more {self._signal_name} that came while it was "
+                "written)") if covered else ""
+        print(f"framescope: {why}: recorded window written to {path}{more}", file=sys.stderr)
         return path
 
     # The handlers run inside the recording session: no Python code but framescope's (no enum
     # or property access), so that nothing of theirs is recorded as the program's.
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.dump(self._signal_name)
+        # A signal's handler runs on the main thread between two bytecodes of whatever runs
+        # there, a dump in progress included: one that waited for that dump would wait forever,
+        # one that wrote its own inside it would nest (a signal every 0.5 ms nested until
+        # RecursionError). So the lock is taken without waiting (one C call, which no handler
+        # splits): when a dump is being written, on this thread or another, the request is
+        # answered by it and the handler returns at once. Nesting stays at one level however
+        # fast the signals come, and the program runs between two dumps.
+        if not self._busy.acquire(False):
+            self._absorbed += 1
+            return
+        try:
+            self._write(self._signal_name)
+        finally:
+            self._busy.release()
 
     def _on_thread_exception(self, args: threading.ExceptHookArgs) -> None:
         if not issubclass(args.exc_type, SystemExit):  # which threading ignores as well

@@ -93,6 +93,11 @@ class Follower:
             if unregistered:
                 warnings.append(f"framescope: {unregistered} forked child process(es) ended "
                                 "before they could record: their parts are missing")
+            if not os.path.isdir(self.dir):
+                warnings.append(f"framescope: the folder of the child processes' traces "
+                                f"({self.dir}) was removed during the run: their parts are "
+                                "missing")
+                return warnings
             markers = self._markers()
             self._wait_for(markers)
             parts = []
@@ -124,7 +129,11 @@ class Follower:
 
     def _markers(self) -> dict[str, dict[str, Any]]:
         out = {}
-        for name in sorted(os.listdir(self.dir)):
+        try:
+            names = sorted(os.listdir(self.dir))
+        except OSError:  # removed while the children were waited for
+            names = []
+        for name in names:
             if not name.endswith(".started"):
                 continue
             try:

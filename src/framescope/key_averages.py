@@ -285,6 +285,11 @@ class KeyAverages(list[FunctionEventAvg]):
             if width is not None and (isinstance(width, bool) or not isinstance(width, int)
                                       or width < 0):
                 raise ValueError(f"{name} must be an int >= 0 or None, not {width!r}")
+        if isinstance(row_limit, bool) or not isinstance(row_limit, int):
+            raise TypeError(f"row_limit must be an int (-1: every row), not "
+                            f"{type(row_limit).__name__}")
+        if header is not None and not isinstance(header, str):
+            raise TypeError(f"header must be a str or None, not {type(header).__name__}")
         if time_unit not in (None, "s", "ms", "us"):
             raise ValueError(f"time_unit must be 's', 'ms', 'us' or None, not {time_unit!r}")
         return build_table(

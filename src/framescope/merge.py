@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from framescope import processes
+from framescope import _merge_metadata, processes
 from framescope.profiler import load, profile
 
 #: Offsets whose start and stop measurements differ by more than this (plus their errors) get a
@@ -121,6 +121,8 @@ def merge_files(paths: list[str]) -> tuple[profile, list[MergedPart], list[str]]
     for path in paths:
         prof = load(path)
         entry = _main_entry(prof)
+        if entry is not None:
+            _merge_metadata.check(path, entry.metadata)
         loaded.append((path, prof, entry))
     warnings: list[str] = []
     ranked = [(e.rank, path) for path, _, e in loaded if e is not None and e.rank is not None]
@@ -130,12 +132,12 @@ def merge_files(paths: list[str]) -> tuple[profile, list[MergedPart], list[str]]
             warnings.append(f"framescope merge: {seen[rank]} and {path} are both rank {rank}")
         seen.setdefault(rank, path)
     sizes = {e.metadata["rank"].get("world_size") for _, _, e in loaded
-             if e is not None and e.rank is not None}
+             if e is not None and e.rank is not None} - {None}
     if len(sizes) == 1:
         (size,) = sizes
-        missing = sorted(set(range(int(size))) - set(seen)) if isinstance(size, int) else []
+        missing = _merge_metadata.missing_ranks(size, set(seen))
         if missing:
-            warnings.append(f"framescope merge: no trace of rank(s) {missing} of {size}")
+            warnings.append(f"framescope merge: no trace of {missing}")
     elif len(sizes) > 1:
         warnings.append(f"framescope merge: the traces are of jobs of different sizes {sorted(sizes)}")
 

@@ -137,7 +137,7 @@ def read(trace: Trace) -> list[Process]:
     for pid, name, labels, sort_index, text in trace._processes():
         try:
             meta = json.loads(text) if text else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             meta = {}
         out.append(Process(pid, name, list(labels), sort_index, meta if isinstance(meta, dict) else {}))
     return out

@@ -10,7 +10,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
-from framescope import _core, processes, ranks
+from framescope import _arguments, _core, _tracemalloc_guard, processes, ranks
 from framescope._activities import check_torch_only, resolve_activities
 # Imported now, not when summary() first runs: framescope run prints the summary at interpreter
 # exit, where creating analysis's NamedTuple (an eval() of generated code) would reset CPython's
@@ -27,13 +27,8 @@ ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof"
                        "collapsed", "fstrace", "html"]
 
 
-def _fspath(path: str | os.PathLike[str]) -> str:
-    p = os.fspath(path)
-    if not isinstance(p, str):
-        raise TypeError(f"path must be str or os.PathLike[str], not {type(p).__name__}")
-    if "\0" in p:
-        raise ValueError("path contains a NUL character")
-    return p
+def _fspath(path: str | os.PathLike[str], name: str = "path") -> str:
+    return _arguments.path(path, name)
 
 
 def _prune_prefixes() -> list[str]:
@@ -48,11 +43,20 @@ def _prune_prefixes() -> list[str]:
         prefixes.append(user)
     paths = sysconfig.get_paths()
     prefixes += [paths.get("stdlib", ""), paths.get("platstdlib", "")]
-    prefixes.append(os.getcwd())
+    try:
+        prefixes.append(os.getcwd())
+    except OSError:  # the current directory was deleted: its files keep their whole names
+        pass
     return sorted({os.path.realpath(p) for p in prefixes if p} | {p for p in prefixes if p}, key=len, reverse=True)
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+#: Bounds of the trace filters: depths are counted in 32 bits, durations in signed 64-bit ns.
+MAX_DEPTH_LIMIT = 2**32 - 1
+MIN_DURATION_LIMIT_NS = 2**63 - 1
+#: merge()'s offset: times stay within the core's 62-bit range (|offset| < 2**61).
+MERGE_OFFSET_LIMIT_NS = 2**61
 
 
 # In a forked child, threading keeps the parent's OS id for the thread that forked (3.10-3.13):
@@ -101,23 +105,30 @@ def _file_globs(patterns: Sequence[str | os.PathLike[str]] | str | None, what: s
     """include_files/exclude_files as absolute fnmatch globs (see profile)."""
     if patterns is None:
         return []
-    if isinstance(patterns, (str, os.PathLike)):
-        patterns = [patterns]
     out: list[str] = []
-    for p in patterns:
-        text = os.fspath(p)
-        if not isinstance(text, str) or not text:
-            raise TypeError(f"{what} takes file globs (str), not {p!r}")
+    for text in _arguments.glob_list(what, patterns):
         if text.startswith("<"):  # <string>, <frozen ...>: compiled from no file
             out.append(text)
         elif not any(c in text for c in "*?["):
-            path = os.path.abspath(text)
+            path = os.path.normpath(os.path.join(_cwd_for(what, text), text))
             out.append(path.rstrip(os.sep) + os.sep + "*" if os.path.isdir(path) else path)
         elif os.path.isabs(text) or text.startswith("*"):
             out.append(text)
         else:
-            out.append(os.path.join(os.getcwd(), text))
+            out.append(os.path.join(_cwd_for(what, text), text))
     return out
+
+
+def _cwd_for(what: str, glob: str) -> str:
+    """The current directory, which a relative glob is taken from ("" for an absolute one)."""
+    if os.path.isabs(glob):
+        return ""
+    try:
+        return os.getcwd()
+    except OSError as exc:  # the directory was deleted (or cannot be read)
+        raise ValueError(f"{what}: the relative glob {glob!r} is taken from the current "
+                         f"directory, which is gone ({exc.strerror}): give an absolute one") \
+            from None
 
 
 _FALLBACK_BACKEND = "sys.monitoring" if sys.version_info >= (3, 12) else "setprofile"
@@ -204,7 +215,18 @@ def _label_torch_modules() -> None:
 
 def label_calls(cls: type, label: str | None = None) -> None:
     """Show calls of instances of ``cls`` as ``"<label>: <instance class>"`` slices, with the
-    frames of the call nested under them (as torch does for ``nn.Module``)."""
+    frames of the call nested under them (as torch does for ``nn.Module``).
+
+    Raises:
+        TypeError: ``cls`` is not a class (an instance, say), or has no Python ``__call__``;
+            ``label`` is not a str.
+        ValueError: ``label`` is empty, or has a NUL character or a lone surrogate.
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"label_calls(): cls must be a class, not {type(cls).__name__} "
+                        f"(label_calls(type(obj)) labels the calls of obj's class)")
+    if label is not None:
+        _arguments.text("label_calls(): label", label)
     call = getattr(cls, "__call__", None)
     code = getattr(call, "__code__", None)
     if code is None:
@@ -327,11 +349,20 @@ class profile:
         if on_limit not in ("stop", "keep_newest"):
             raise ValueError(f"on_limit must be 'stop' or 'keep_newest', not {on_limit!r}")
         # ``{rank}`` as in save() and export(): each rank of a job streams to its own file.
-        self._stream_to = _fspath(ranks.expand_rank(stream_to)) if stream_to is not None else ""
+        self._stream_to = (_fspath(ranks.expand_rank(stream_to), "stream_to")
+                           if stream_to is not None else "")
         if self._stream_to and on_limit == "keep_newest":
             raise ValueError("stream_to keeps every event: on_limit='keep_newest' does not apply")
         if memory_limit is None:
             memory_limit = "64MiB" if self._stream_to else "1GiB"
+        # Flags by their truth, as torch's (the core takes bools: "x" used to fail in it).
+        record_shapes = _arguments.flag("record_shapes", record_shapes)
+        profile_memory = _arguments.flag("profile_memory", profile_memory)
+        with_flops = _arguments.flag("with_flops", with_flops)
+        with_stack = _arguments.flag("with_stack", with_stack)
+        c_calls = _arguments.flag("c_calls", c_calls)
+        torch_ops = _arguments.flag("torch_ops", torch_ops)
+        cpu_time = _arguments.flag("cpu_time", cpu_time)
         if c_calls and not with_stack:
             raise ValueError("c_calls=True needs with_stack=True")
         self.record_shapes = record_shapes
@@ -367,12 +398,9 @@ class profile:
         self.on_trace_ready = on_trace_ready
         self.include_files = _file_globs(include_files, "include_files")
         self.exclude_files = _file_globs(exclude_files, "exclude_files")
-        if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int)
-                                      or max_depth < 1):
-            raise ValueError(f"max_depth must be a positive int or None, not {max_depth!r}")
-        if isinstance(min_duration_ns, bool) or not isinstance(min_duration_ns, int) or \
-                min_duration_ns < 0:
-            raise ValueError(f"min_duration_ns must be an int >= 0, not {min_duration_ns!r}")
+        if max_depth is not None:
+            _arguments.integer("max_depth", max_depth, 1, MAX_DEPTH_LIMIT)
+        _arguments.integer("min_duration_ns", min_duration_ns, 0, MIN_DURATION_LIMIT_NS)
         self.max_depth = max_depth
         self.min_duration_ns = min_duration_ns
         # Files of the program launching the profiled code (framescope run: the console script,
@@ -434,6 +462,8 @@ class profile:
             self._backend, why = _resolve_backend(self._requested_backend)
             if why:
                 self._start_warnings.append(why)
+        if self.profile_memory:
+            _tracemalloc_guard.install()
         self._clock = processes.session_starting()
         self._started_pid = os.getpid()
         return {
@@ -663,6 +693,8 @@ class profile:
         from framescope import report
 
         p = _fspath(path)
+        if max_nodes is not None:
+            _arguments.integer("export_html(): max_nodes", max_nodes, 1, 2**31 - 1)
         data = report.from_trace(self.trace, os.path.basename(p))
         report.write(data, p, max_nodes=max_nodes or report.DEFAULT_MAX_NODES)
 
@@ -709,6 +741,7 @@ class profile:
         self time: their thread's other slices hold it; docs/tracing.md)."""
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
+        by_thread = _arguments.flag("summary(): by_thread", by_thread)
         return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)
 
     @unrecorded
@@ -723,6 +756,8 @@ class profile:
             other = _core.Trace.deserialize(bytes(other))
         elif not isinstance(other, _core.Trace):
             raise TypeError(f"merge() takes a profile, a Trace or bytes, not {type(other).__name__}")
+        _arguments.integer("merge(): offset_ns", offset_ns, -MERGE_OFFSET_LIMIT_NS + 1,
+                           MERGE_OFFSET_LIMIT_NS - 1)
         self.trace.merge(other, offset_ns)
 
     @unrecorded

@@ -110,7 +110,10 @@ def rank_output(path: str | None, info: RankInfo) -> str:
 def expand_rank(path: os.PathLike[str] | str) -> os.PathLike[str] | str:
     """``path`` with ``{rank}`` replaced by this process's rank (0 outside a launcher), for
     ``profile.save("rank{rank}.fstrace")`` in a script that every rank runs."""
-    text = os.fspath(path)
+    try:
+        text = os.fspath(path)
+    except TypeError:  # not a path: the caller's check names the argument
+        return path
     if not isinstance(text, str) or "{rank}" not in text:
         return path
     info = current()

@@ -10,7 +10,6 @@ time: a trace of millions of events still gives a page of a few megabytes at mos
 
 from __future__ import annotations
 
-import gzip
 import html
 import json
 import os
@@ -19,6 +18,8 @@ from array import array
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from framescope import _chrome_input
 
 if TYPE_CHECKING:
     from framescope._core import Trace
@@ -213,36 +214,37 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
     thread_names: dict[tuple[Any, Any], str] = {}
     process_names: dict[Any, str] = {}
     spans: dict[tuple[Any, Any], list[Span]] = {}
-    open_b: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    open_b: dict[tuple[Any, Any], list[tuple[int, dict[str, Any]]]] = {}
     lo, hi, count = None, None, 0
     depth_of = _python_depths(events)
-    for e in events:
+    for index, e in enumerate(events):
         if not isinstance(e, dict):
             continue
         ph = e.get("ph")
-        key = (e.get("pid"), e.get("tid"))
-        if ph == "M" and e.get("name") == "thread_name":
-            thread_names[key] = str((e.get("args") or {}).get("name", ""))
+        if ph not in ("X", "B", "E", "M"):
             continue
-        if ph == "M" and e.get("name") == "process_name":
-            process_names[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
+        key = _chrome_input.thread_key(e, index)
+        if ph == "M":
+            if e.get("name") == "thread_name":
+                thread_names[key] = str(_chrome_input.args_of(e, index).get("name", ""))
+            elif e.get("name") == "process_name":
+                process_names[key[0]] = str(_chrome_input.args_of(e, index).get("name", ""))
             continue
-        if ph not in ("X", "B", "E") or "ts" not in e:
+        if "ts" not in e:
             continue
-        ts = int(round(float(e["ts"]) * 1000))
+        ts = _chrome_input.time_ns(e, "ts", index)
         if ph == "B":
-            open_b.setdefault(key, []).append(e)
+            open_b.setdefault(key, []).append((ts, e))
             continue
         if ph == "E":
             stack = open_b.get(key)
             if not stack:
                 continue
-            b = stack.pop()
-            start = int(round(float(b["ts"]) * 1000))
+            start, b = stack.pop()
             span = Span(str(b.get("name", "")), str(b.get("cat", "")), start, ts - start)
         else:
             span = Span(str(e.get("name", "")), str(e.get("cat", "")), ts,
-                        int(round(float(e.get("dur", 0)) * 1000)), depth_of(e))
+                        _chrome_input.time_ns(e, "dur", index, default=0), depth_of(e))
         if span.duration_ns < 0:
             continue
         spans.setdefault(key, []).append(span)
@@ -266,11 +268,7 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
         ((n, cats.get(n, ""), c, t, s) for n, (c, t, s) in stats.items()),
         key=lambda r: r[4], reverse=True,
     )
-    notes = []
-    if isinstance(doc, dict):
-        other = doc.get("otherData") or {}
-        if isinstance(other, dict):
-            notes += [str(w) for w in other.get("warnings", []) or []]
+    notes = _chrome_input.warnings_of(doc)
     return _finish(title, names, trees, rows, (hi or 0) - (lo or 0), count, notes)
 
 
@@ -279,10 +277,13 @@ def _python_depths(events: list[Any]) -> Any:
     torch write them), for spans whose times cannot tell parent from child: frames running when
     the session started all begin at its start, and may all end at its stop."""
     parent: dict[tuple[Any, Any], Any] = {}
-    for e in events:
+    for index, e in enumerate(events):
         args = e.get("args") if isinstance(e, dict) else None
         if isinstance(args, dict) and "Python id" in args:
-            parent[(e.get("pid"), args["Python id"])] = args.get("Python parent id")
+            pid = _chrome_input.thread_key(e, index)[0]
+            own = _chrome_input.python_id(args["Python id"], "Python id", index, e)
+            parent[(pid, own)] = _chrome_input.python_id(
+                args.get("Python parent id"), "Python parent id", index, e)
     memo: dict[tuple[Any, Any], int] = {}
 
     def depth(e: dict[str, Any]) -> int:
@@ -320,15 +321,11 @@ def load(path: str | os.PathLike[str]) -> ReportData:
     with open(path, "rb") as f:
         head = f.read(64)
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
-        with open(path, "rb") as f:
-            data = f.read()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
+        doc = _chrome_input.read_document(path)
         try:
-            doc = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from None
-        return from_chrome_json(doc, title)
+            return from_chrome_json(doc, title)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
     from framescope._core import Trace
 
     try:

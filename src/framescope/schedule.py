@@ -11,6 +11,8 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Callable
 
+from framescope import _arguments
+
 if TYPE_CHECKING:
     from framescope.profiler import profile
 
@@ -53,6 +55,11 @@ def schedule(
         ScheduleError (a ValueError and an AssertionError, as torch's): a negative count, or
             ``active`` < 1; from the schedule, a negative step.
     """
+    for name, value in (("wait", wait), ("warmup", warmup), ("active", active),
+                        ("repeat", repeat), ("skip_first", skip_first),
+                        ("skip_first_wait", skip_first_wait)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"schedule(): {name} must be an int, not {type(value).__name__}")
     if wait < 0 or warmup < 0 or active <= 0 or repeat < 0 or skip_first < 0:
         raise ScheduleError(
             f"invalid profiler schedule arguments: wait={wait} (need >= 0), warmup={warmup} "
@@ -100,7 +107,10 @@ def trace_handler(
     Raises (from the handler):
         RuntimeError: the directory cannot be created.
     """
-    directory = os.fspath(dir_name)
+    directory = _arguments.path(dir_name, "trace_handler(): dir_name")
+    if worker_name is not None:
+        _arguments.text("trace_handler(): worker_name", worker_name)
+    use_gzip = _arguments.flag("trace_handler(): use_gzip", use_gzip)
 
     def handler_fn(prof: profile) -> None:
         nonlocal worker_name

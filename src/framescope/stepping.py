@@ -90,8 +90,10 @@ class StepDriver:
     def stop(self) -> None:
         """What profile.stop() does."""
         self._exit_step()
-        self._transit(self.current_action, None)
-        self.stopped = True
+        try:
+            self._transit(self.current_action, None)
+        finally:
+            self.stopped = True
 
     def step(self) -> None:
         """What profile.step() does."""
@@ -99,10 +101,12 @@ class StepDriver:
         previous = self.current_action
         self.step_num += 1
         self.current_action = _scheduled_action(self.schedule, self.step_num)
-        self._transit(previous, self.current_action)
-        if self.record_steps:  # inline: a session may record now
-            self._step_range = _core.record_function(f"ProfilerStep#{self.step_num}")
-            self._step_range.__enter__()
+        try:
+            self._transit(previous, self.current_action)
+        finally:  # (on_trace_ready raised: the step still begins, in the new cycle's session)
+            if self.record_steps:  # inline: a session may record now
+                self._step_range = _core.record_function(f"ProfilerStep#{self.step_num}")
+                self._step_range.__enter__()
 
     @property
     def session_running(self) -> bool:
@@ -116,6 +120,10 @@ class StepDriver:
     def _transit(self, previous: ProfilerAction, current: ProfilerAction | None) -> None:
         prof = self._prof
         key = (previous._value_, None if current is None else current._value_)
+        # An on_trace_ready that raises must not leave the transition half done: the next
+        # cycle's session would not start, and the next "ready" would hand the same trace over
+        # again. The transition completes, then its exception goes to the caller of step().
+        failure: BaseException | None = None
         for action in self._ACTIONS.get(key, ()):
             if action == "prepare":
                 if self._session == "off":
@@ -140,6 +148,20 @@ class StepDriver:
                     prof._stop_session(keep=keep)
             elif action == "ready":
                 if prof.on_trace_ready is not None:
-                    prof.on_trace_ready(prof)
+                    try:
+                        prof.on_trace_ready(prof)
+                    except BaseException as exc:  # noqa: BLE001 - raised below, once done
+                        failure = exc
             else:
                 warnings.warn(f"Incorrect schedule: {action[5:]}", stacklevel=4)
+        if failure is not None:
+            _explain(failure, self.step_num)
+            raise failure
+
+
+def _explain(exc: BaseException, step_num: int) -> None:
+    """Adds a note to an exception of on_trace_ready (3.11+: shown under its traceback)."""
+    add_note = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note(f"(raised by on_trace_ready at profile step {step_num}; the schedule went on: "
+                 "the next cycle records into a fresh trace)")

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <new>
 
+#include "bindings/arg_checks.h"
 #include "bindings/event_object.h"
 #include "bindings/trace_handle.h"
 #include "py_text.h"
@@ -293,32 +294,42 @@ void bind_events(nb::module_& m, nb::class_<PyTrace>& trace) {
   trace
       .def(
           "iter_events",
-          [](PyTrace& t, uint64_t start, uint64_t stop) {
+          [](PyTrace& t, nb::handle start_arg, nb::handle stop_arg) {
+            uint64_t start = bound_arg(start_arg, "iter_events()", "start", UINT64_MAX);
+            uint64_t stop = stop_arg.is_none()
+                                ? UINT64_MAX
+                                : bound_arg(stop_arg, "iter_events()", "stop", UINT64_MAX);
             auto ctx = context_of(t);
             auto durations = durations_of(*t.state);
             stop = std::min<uint64_t>(stop, durations->size());
             return EventIterator{
                 std::make_unique<IterState>(ctx, durations, std::min(start, stop), stop)};
           },
-          "start"_a = 0, "stop"_a = UINT64_MAX,
+          "start"_a = 0, "stop"_a.none() = nb::none(),
           "Events with index in [start, stop), in index order, read by a replay as they are "
           "iterated.")
       .def(
           "event_object",
-          [](PyTrace& t, size_t i) {
+          [](PyTrace& t, nb::handle i_arg) {
             auto index = index_of(*t.state);
-            if (i >= index->events.size()) throw nb::index_error("event index out of range");
+            const uint64_t i =
+                index_arg(i_arg, "event_object()", "i", index->events.size(), "events");
             return make_event(*context_of(t), *index, i);
           },
-          "i"_a)
+          "i"_a.none())
       .def(
-          "event", [](const PyTrace& t, size_t i) { return event_tuple(*index_of(*t.state), i); },
-          "i"_a)
+          "event",
+          [](const PyTrace& t, nb::handle i) {
+            auto index = index_of(*t.state);
+            return event_tuple(*index,
+                               index_arg(i, "event()", "i", index->events.size(), "events"));
+          },
+          "i"_a.none())
       .def(
           "find",
           [](PyTrace& t, nb::handle name) {
             auto st = t.state->current();
-            std::vector<char> match = symbols_named(*st, utf8_of(name.ptr()));
+            std::vector<char> match = symbols_named(*st, text_arg(name, "find()", "name"));
             std::vector<uint64_t> out;
             if (std::find(match.begin(), match.end(), 1) == match.end()) return out;
             nb::gil_scoped_release release;
@@ -327,12 +338,13 @@ void bind_events(nb::module_& m, nb::class_<PyTrace>& trace) {
             for (const Slice& s : c.found) out.push_back(s.index);
             return out;
           },
-          "name"_a, "Indices of the events with this exact name.")
+          "name"_a.none(), "Indices of the events with this exact name.")
       .def(
           "find_events",
           [](PyTrace& t, nb::handle name) {
             auto ctx = context_of(t);
-            std::vector<char> match = symbols_named(*ctx->stored, utf8_of(name.ptr()));
+            std::vector<char> match =
+                symbols_named(*ctx->stored, text_arg(name, "find_events()", "name"));
             SymbolCollector c(std::move(match));
             {
               nb::gil_scoped_release release;
@@ -340,12 +352,17 @@ void bind_events(nb::module_& m, nb::class_<PyTrace>& trace) {
             }
             return events_of(ctx, c.found);
           },
-          "name"_a, "The events with this exact name, in index order.")
+          "name"_a.none(), "The events with this exact name, in index order.")
       .def(
           "children",
-          [](PyTrace& t, uint64_t parent) {
+          [](PyTrace& t, nb::handle parent_arg) {
             auto ctx = context_of(t);
-            ChildCollector c(parent);
+            uint64_t count = 0;
+            {
+              nb::gil_scoped_release release;
+              count = ctx->stored->event_count();
+            }
+            ChildCollector c(index_arg(parent_arg, "children()", "parent", count, "events"));
             {
               nb::gil_scoped_release release;
               try {
@@ -355,7 +372,7 @@ void bind_events(nb::module_& m, nb::class_<PyTrace>& trace) {
             }
             return events_of(ctx, c.found);
           },
-          "parent"_a, "The direct children of the event with index `parent`, in index order.");
+          "parent"_a.none(), "The direct children of the event with index `parent`, in index order.");
 }
 
 }  // namespace framescope::py

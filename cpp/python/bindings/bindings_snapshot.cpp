@@ -37,6 +37,10 @@ void bind_snapshot(nb::module_& m) {
       "The running session's events so far as a Trace; the session goes on recording "
       "(RuntimeError when none runs).");
   m.def(
+      "_rearm_memory_hooks", [] { return memory_hooks_rearm(); },
+      "During a profile_memory session: puts framescope's counting allocator wrappers back when "
+      "another tool unlinked them (tracemalloc.stop()); returns whether it did.");
+  m.def(
       "_allocators_wrapped",
       [] { return nb::make_tuple(memory_hooks_on_top(false), memory_hooks_on_top(true)); },
       "(MEM, OBJ): whether framescope's counting wrapper is the installed allocator (tests).");

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "bindings/arg_checks.h"
 #include "bindings/trace_handle.h"
 #include "framescope/writers.h"
 
@@ -149,6 +150,36 @@ void export_to(TraceState& st, const std::string& path, ExportFormat format, boo
 
 }  // namespace
 
+// Fallback overloads of the methods taking a path: nanobind tries an overload only after the
+// ones registered before it refused the arguments, so these run only for a wrong argument (a
+// path that is not a str, or a str with lone surrogates, which std::string cannot take) and
+// say which, where nanobind would list the signatures.
+static void bind_path_fallbacks(nb::class_<PyTrace>& trace) {
+  trace
+      .def(
+          "export_chrome_trace",
+          [](const PyTrace&, nb::handle path) { bad_path_arg(path, "Trace.export_chrome_trace()"); },
+          "path"_a.none())
+      .def(
+          "export",
+          [](const PyTrace&, nb::handle path, nb::handle, nb::handle progress) {
+            if (!PyUnicode_Check(path.ptr()) || !PyUnicode_AsUTF8(path.ptr())) {
+              PyErr_Clear();
+              bad_path_arg(path, "Trace.export()");
+            }
+            PyErr_Format(PyExc_TypeError, "Trace.export(): progress must be True or False, not %.100s",
+                         Py_TYPE(progress.ptr())->tp_name);
+            throw nb::python_error();
+          },
+          "path"_a.none(), "format"_a.none() = nb::none(), "progress"_a.none() = true)
+      .def(
+          "save", [](const PyTrace&, nb::handle path) { bad_path_arg(path, "Trace.save()"); },
+          "path"_a.none())
+      .def_static(
+          "load", [](nb::handle path) { bad_path_arg(path, "Trace.load()"); }, "path"_a.none());
+}
+
+
 void bind_trace(nb::module_& m) {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -171,21 +202,21 @@ void bind_trace(nb::module_& m) {
            })
       .def(
           "symbol",
-          [](const PyTrace& t, uint32_t s) {
+          [](const PyTrace& t, nb::handle s_arg) {
             auto st = t.state->current();
-            if (s >= st->symbols().size()) throw nb::index_error("symbol out of range");
-            const Symbol& sym = st->symbols()[s];
+            const Symbol& sym =
+                st->symbols()[index_arg(s_arg, "symbol()", "s", st->symbols().size(), "symbols")];
             return nb::make_tuple(py_str(sym.name), py_str(sym.file), sym.line,
                                   py_str(sym.function));
           },
-          "s"_a)
+          "s"_a.none())
       .def_prop_ro("symbol_count",
                    [](const PyTrace& t) { return t.state->current()->symbols().size(); })
       .def(
           "detail",
-          [](const PyTrace& t, size_t i) -> nb::object {
+          [](const PyTrace& t, nb::handle i_arg) -> nb::object {
             auto tr = index_of(*t.state);
-            if (i >= tr->events.size()) throw nb::index_error("event index out of range");
+            const uint64_t i = index_arg(i_arg, "detail()", "i", tr->events.size(), "events");
             if (tr->events[i].detail == UINT32_MAX) return nb::none();
             const EventDetail& d = tr->details[tr->events[i].detail];
             nb::list inputs;
@@ -209,7 +240,7 @@ void bind_trace(nb::module_& m) {
             }
             return nb::make_tuple(d.handle, d.seq_nr, d.flops, inputs);
           },
-          "i"_a)
+          "i"_a.none())
       .def_prop_ro(
           "threads",
           [](const PyTrace& t) {
@@ -244,8 +275,9 @@ void bind_trace(nb::module_& m) {
       .def(
           "export",
           [](const PyTrace& t, const std::string& path, nb::handle format, bool progress) {
-            const ExportFormat f = format.is_none() ? format_for_path(path)
-                                                    : parse_format(nb::cast<std::string>(format));
+            const ExportFormat f =
+                format.is_none() ? format_for_path(path)
+                                 : parse_format(text_arg(format, "Trace.export()", "format"));
             // gzip by extension; pstats.Stats reads only plain files, so a pstats .gz is refused
             // rather than written plain under a name that says gzip.
             const bool gzip = is_gzip_path(path);
@@ -325,10 +357,29 @@ void bind_trace(nb::module_& m) {
           "data"_a)
       .def(
           "merge",
-          [](PyTrace& t, const PyTrace& other, int64_t offset_ns) {
-            constexpr int64_t kLimit = int64_t(1) << 61;
-            if (offset_ns <= -kLimit || offset_ns >= kLimit) {
-              throw nb::value_error("framescope: merge offset_ns out of range (|offset| < 2**61)");
+          [](PyTrace& t, nb::handle other_arg, nb::handle offset_arg) {
+            if (!nb::isinstance<PyTrace>(other_arg)) {
+              PyErr_Format(PyExc_TypeError, "Trace.merge(): other must be a Trace, not %.100s",
+                           Py_TYPE(other_arg.ptr())->tp_name);
+              throw nb::python_error();
+            }
+            const PyTrace& other = nb::cast<const PyTrace&>(other_arg);
+            if (PyBool_Check(offset_arg.ptr()) || !PyIndex_Check(offset_arg.ptr())) {
+              PyErr_Format(PyExc_TypeError, "Trace.merge(): offset_ns must be an int, not %.100s",
+                           Py_TYPE(offset_arg.ptr())->tp_name);
+              throw nb::python_error();
+            }
+            nb::object number = nb::steal(PyNumber_Index(offset_arg.ptr()));
+            if (!number.is_valid()) throw nb::python_error();
+            int overflow = 0;
+            const long long offset_ns = PyLong_AsLongLongAndOverflow(number.ptr(), &overflow);
+            if (offset_ns == -1 && PyErr_Occurred()) throw nb::python_error();
+            constexpr long long kLimit = 1LL << 61;
+            if (overflow != 0 || offset_ns <= -kLimit || offset_ns >= kLimit) {
+              PyErr_Format(PyExc_ValueError,
+                           "Trace.merge(): offset_ns=%S is out of range (|offset_ns| < 2**61)",
+                           number.ptr());
+              throw nb::python_error();
             }
             auto theirs = other.state->current();
             nb::gil_scoped_release release;
@@ -339,7 +390,7 @@ void bind_trace(nb::module_& m) {
             t.state->index.reset();
             t.state->durations.reset();
           },
-          "other"_a, "offset_ns"_a = 0)
+          "other"_a.none(), "offset_ns"_a.none() = 0)
       .def_prop_ro("warnings",
                    [](const PyTrace& t) { return py_strs(t.state->current()->warnings()); })
       .def_prop_ro("dropped_events",
@@ -364,6 +415,7 @@ void bind_trace(nb::module_& m) {
         }
         return out;
       });
+  bind_path_fallbacks(trace);
 }
 
 }  // namespace framescope::py

@@ -127,10 +127,24 @@ bool stop_session(nb::handle owner, bool keep) {
   auto names = thread_names_collect();
   thread_names_release();
   const std::string backend = tracer_backend_description();
-  if (g_memory_tracking && !memory_hooks_stop()) {
-    internal::add_session_warning(
-        "framescope: another tool (tracemalloc?) wrapped Python's allocators during the session; "
-        "framescope's counting wrappers stay under it, counting nothing");
+  if (g_memory_tracking) {
+    switch (memory_hooks_stop()) {
+      case MemoryHooksState::kRestored:
+        break;
+      case MemoryHooksState::kUnderAnother:
+        internal::add_session_warning(
+            "framescope: another tool (tracemalloc?) wrapped Python's allocators during the "
+            "session; framescope's counting wrappers stay under it, counting nothing");
+        break;
+      case MemoryHooksState::kDropped:
+        internal::add_session_warning(
+            "framescope: another tool replaced Python's allocators during the session, "
+            "unlinking framescope's counting wrappers (tracemalloc.stop() of a tracemalloc "
+            "started before the session does, unless through the tracemalloc module, which "
+            "framescope re-arms after): the Python allocations made after that were not "
+            "counted, so the memory figures are too low");
+        break;
+    }
   }
   tracer_stop();
   RawTracePtr raw;
@@ -344,7 +358,8 @@ void bind_session_control(nb::module_& m) {
       "The profile object whose session runs, or None.");
   m.def("is_enabled", &profiler_enabled, "True while a framescope session records.");
   m.def(
-      "mark", [](nb::handle name) { framescope::mark(str_arg(name, "mark()", "name")); }, "name"_a,
+      "mark", [](nb::handle name) { framescope::mark(str_arg(name, "mark()", "name")); },
+      "name"_a.none(),
       "Record an instant event (a mark) on the calling thread; no-op without a session.");
   m.def(
       "record_memory",
@@ -362,7 +377,8 @@ void bind_session_control(nb::module_& m) {
                                   int64_arg(total_allocated, fn, "total_allocated"),
                                   int64_arg(total_reserved, fn, "total_reserved"), int32_t(dev));
       },
-      "address"_a, "bytes"_a, "total_allocated"_a, "total_reserved"_a = 0, "device"_a = -1,
+      "address"_a.none(), "bytes"_a.none(), "total_allocated"_a.none(),
+      "total_reserved"_a.none() = 0, "device"_a.none() = -1,
       // The signature nanobind's TypeError for a wrong call shows (ints, not `object`).
       nb::sig("def record_memory(address: int, bytes: int, total_allocated: int, "
               "total_reserved: int = 0, device: int = -1) -> None"),

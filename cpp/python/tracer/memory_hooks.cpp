@@ -110,21 +110,44 @@ void memory_hooks_start(uint64_t epoch) {
   hook_set_memory_variant(true);
 }
 
-bool memory_hooks_stop() {
-  g_counting_epoch.store(0, std::memory_order_relaxed);
+MemoryHooksState memory_hooks_stop() {
+  g_counting_epoch.store(0, std::memory_order_relaxed);  // (the probes below count nothing)
   g_memory_tracking = false;
   hook_set_memory_variant(false);
-  bool restored = true;
+  bool under_another = false;
+  bool dropped = false;
   for (Domain& d : g_domains) {
     if (!d.installed) continue;
     if (ours_installed(d)) {
       PyMem_SetAllocator(d.domain, &d.previous);
       d.installed = false;
+    } else if (ours_in_chain(d)) {
+      under_another = true;  // under another tool's wrapper: stays, counting nothing
     } else {
-      restored = false;  // under another tool's wrapper: stays, counting nothing
+      dropped = true;  // unlinked by another tool: nothing of ours is left to restore
+      d.installed = false;
     }
   }
-  return restored;
+  if (dropped) return MemoryHooksState::kDropped;
+  return under_another ? MemoryHooksState::kUnderAnother : MemoryHooksState::kRestored;
+}
+
+bool memory_hooks_rearm() {
+  if (!g_memory_tracking) return false;
+  const uint64_t epoch = g_counting_epoch.load(std::memory_order_relaxed);
+  g_counting_epoch.store(0, std::memory_order_relaxed);  // the probes must not be counted
+  bool rearmed = false;
+  for (Domain& d : g_domains) {
+    if (d.installed && ours_in_chain(d)) continue;
+    PyMem_GetAllocator(d.domain, &d.previous);
+    d.ours =
+        PyMemAllocatorEx{&d, counting_malloc, counting_calloc, counting_realloc, counting_free};
+    PyMem_SetAllocator(d.domain, &d.ours);
+    d.installed = true;
+    rearmed = true;
+  }
+  g_counting_epoch.store(epoch, std::memory_order_relaxed);
+  return rearmed;
 }
 
 bool memory_hooks_on_top(bool obj_domain) { return ours_installed(g_domains[obj_domain ? 1 : 0]); }

@@ -32,11 +32,24 @@ extern bool g_memory_tracking;
 /// (whatever is installed: CPython's, tracemalloc's, a debug hook), counting for the session
 /// with `epoch`. Needs the GIL. Never fails.
 void memory_hooks_start(uint64_t epoch);
+/// How memory_hooks_stop() found the counting wrappers.
+enum class MemoryHooksState {
+  kRestored,      ///< ours were on top: the previous allocators are back
+  kUnderAnother,  ///< another tool wrapped ours (tracemalloc.start() during the session)
+  kDropped,       ///< ours were unlinked during the session (tracemalloc.stop() restored the
+                  ///< allocators it found at its start, from before the session): allocations
+                  ///< after that were not counted
+};
+
 /// Stops counting and restores the previous allocators exactly when ours are still the installed
 /// ones. When another tool wrapped ours meanwhile (tracemalloc started during the session), ours
-/// stay under it as a pass-through (unlinking them would break its chain); returns false then.
-/// Needs the GIL.
-bool memory_hooks_stop();
+/// stay under it as a pass-through (unlinking them would break its chain). Needs the GIL.
+MemoryHooksState memory_hooks_stop();
+
+/// During a counting session: installs the counting wrappers again in a domain whose chain no
+/// longer passes through them (tracemalloc.stop() put back the allocators from before the
+/// session). Returns whether it did. Needs the GIL.
+bool memory_hooks_rearm();
 
 /// Whether the counting wrapper of the MEM / OBJ domain is the installed allocator (tests).
 bool memory_hooks_on_top(bool obj_domain);
