@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Collection
+
+from framescope import _core
 
 if TYPE_CHECKING:
     from framescope._core import Trace
@@ -70,8 +72,13 @@ def check_compression(name: str, path: str) -> None:
         raise ValueError(f"{_UNCOMPRESSED[name]}: use {path[:-3]!r}, not {path!r}")
 
 
-def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None) -> None:
-    """Writes ``trace`` to ``path`` in ``format`` (from the extension when None)."""
+def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None,
+                 extra_host: Collection[str] = (), show_host: bool = False) -> None:
+    """Writes ``trace`` to ``path`` in ``format`` (from the extension when None).
+
+    Host code (framescope._host_code; ``extra_host`` names more files) is kept in traces with
+    the category "host" (Chrome JSON, Perfetto), and folded into one ``[host]`` function in
+    pstats and the HTML report unless ``show_host``; ``.fstrace`` keeps what was recorded."""
     p = os.fspath(path)
     if not isinstance(p, str):
         raise TypeError(f"path must be str or os.PathLike[str], not {type(p).__name__}")
@@ -79,6 +86,13 @@ def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None 
         raise ValueError("path contains a NUL character")
     name = format_name(format) if format is not None else format_for_path(p)
     check_compression(name, p)
+    if name != "fstrace":
+        from framescope import _host_code
+
+        classes = _host_code.symbol_classes(trace, extra_host)
+        if _host_code.HOST in classes:
+            fold = name in ("pstats", "html") and not show_host
+            trace = _core._with_host(trace, classes, fold)
     if name == "fstrace":
         trace.save(p)
     elif name == "html":  # the report page (framescope.report), written in Python

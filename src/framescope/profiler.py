@@ -349,6 +349,8 @@ class profile:
         # Files of the program launching the profiled code (framescope run: the console script,
         # runpy): never recorded, like framescope's own.
         self._launcher_files: list[str] = []
+        # More files of host code than framescope._host_code knows (the %%framescope cell).
+        self._host_files: tuple[str, ...] = ()
         self._steps = StepDriver(self, schedule)
         self._trace: _core.Trace | None = None
         self._filtered: tuple[_core.Trace, _core.Trace] | None = None  # (recorded, as read)
@@ -568,7 +570,7 @@ class profile:
         """
         from framescope.export import export_trace
 
-        export_trace(self.trace, ranks.expand_rank(path), format)
+        export_trace(self.trace, ranks.expand_rank(path), format, extra_host=self._host_files)
 
     @unrecorded
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -585,8 +587,14 @@ class profile:
         from framescope import report
 
         p = _fspath(path)
-        data = report.from_trace(self.trace, os.path.basename(p))
+        data = report.from_trace(self._host_folded(), os.path.basename(p))
         report.write(data, p, max_nodes=max_nodes or report.DEFAULT_MAX_NODES)
+
+    def _host_folded(self) -> _core.Trace:
+        """The trace with every host frame (framescope._host_code) named "[host]"."""
+        from framescope import _host_code
+
+        return _host_code.host_view(self.trace, True, self._host_files)
 
     @unrecorded
     def stats(self) -> list[tuple[str, int, int, int]]:
@@ -595,20 +603,23 @@ class profile:
 
     @unrecorded
     def key_averages(
-        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
+        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+        show_host: bool = False,
     ) -> KeyAverages:
         """Averages of every function, range and builtin, as ``torch.profiler``'s
         ``key_averages()``: one FunctionEventAvg per name (and input shapes, and the innermost
         ``group_by_stack_n`` Python frames that called it, when asked), with torch's attribute
         names and units (µs, bytes) plus ``on_cpu_time_total`` / ``self_on_cpu_time_total``.
-        ``.table(sort_by=..., row_limit=...)`` prints torch's table."""
+        ``.table(sort_by=..., row_limit=...)`` prints torch's table. Host code (the Jupyter
+        kernel, pytest, framescope; framescope._host_code) is one ``[host]`` entry unless
+        ``show_host``."""
         from framescope.key_averages import KeyAverages, key_averages
 
         if self._trace is None and self._steps.record_steps and self._steps.stopped:
             # As torch.profiler: a schedule stopped before any active step averages nothing.
             return KeyAverages(profile_memory=self.profile_memory, with_flops=self.with_flops)
         return key_averages(
-            self.trace,
+            self.trace if show_host else self._host_folded(),
             group_by_input_shape=group_by_input_shape,
             group_by_stack_n=group_by_stack_n,
             profile_memory=self.profile_memory,
@@ -621,6 +632,7 @@ class profile:
         limit: int = 20,
         sort_by: Literal["self", "total", "calls", "on_cpu", "memory"] = "self",
         by_thread: bool = False,
+        show_host: bool = False,
     ) -> str:
         """A table of the top functions and ranges by self time, total time, call count, self
         time on CPU (``"on_cpu"``) or bytes allocated (``"memory"``, with ``profile_memory``),
@@ -628,10 +640,13 @@ class profile:
         Percentages are of the time recorded on the threads (never above 100%); the first line
         says what was measured (wall time or time on CPU). Ranges ended on another thread than
         their own are async spans, listed under the table with their calls and total time (no
-        self time: their thread's other slices hold it; docs/tracing.md)."""
+        self time: their thread's other slices hold it; docs/tracing.md). Host code (the Jupyter
+        kernel, pytest, framescope; framescope._host_code) is left out, its total said under
+        the table, unless ``show_host``."""
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
-        return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)
+        return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread,
+                             show_host=show_host, extra_host=self._host_files)
 
     @unrecorded
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:
