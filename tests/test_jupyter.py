@@ -111,13 +111,17 @@ def test_notebook_magics(tmp_path: Any) -> None:
     assert "framescope: trace written to cell.json" in out[1]
     cell_names = names(tmp_path / "cell.json")
     assert sum(n.endswith(": fib") for n in cell_names) == 1973 + 177  # fib(15) + fib(10) calls
-    # The cell, not the kernel: the kernel's frames are in the trace as category "host", the
-    # cell's are not; the summary covers the cell's thread, not the kernel's waiting I/O,
-    # heartbeat and control threads, and its rows are the cell's functions, fib first.
+    # The cell, not the kernel: the trace starts at the cell's code (no kernel frames, with
+    # --show-host they are there as category "host"); the summary covers the cell's thread, not
+    # the kernel's waiting I/O, heartbeat and control threads, and its rows are the cell's
+    # functions, fib first.
     cats = categories(tmp_path / "cell.json")
-    kernel = [n for n in cats if n.startswith(("IPython/", "ipykernel/"))]
-    assert kernel and all(cats[n] == {"host"} for n in kernel)
-    assert cats[next(n for n in cats if n.endswith(": fib"))] == {"python_function"}
+    assert not [n for n in cats if n.startswith(("IPython/", "ipykernel/", "traitlets/"))]
+    assert set().union(*cats.values()) == {"python_function"}
+    shown = categories(tmp_path / "shown.json")
+    kernel = [n for n in shown if n.startswith(("IPython/", "ipykernel/"))]
+    assert kernel and all(shown[n] == {"host"} for n in kernel)
+    assert shown[next(n for n in shown if n.endswith(": fib"))] == {"python_function"}
     assert "on 1 thread" in out[1]
     rows = table_rows(out[1])
     assert rows[0].endswith(": fib"), rows

@@ -180,7 +180,16 @@ class HostVisitor final : public TraceVisitor {
   void slice_begin(const Slice& s) override {
     Slice out = s;
     const bool host = is_host(s);
-    stack_.push_back(Open{s.index, host});
+    if (drop_) {
+      Open o{s.index, host, {}};
+      if (!host) {
+        o.out = renumbered(s);
+        d_.slice_begin(o.out);
+      }
+      stack_.push_back(o);
+      return;
+    }
+    stack_.push_back(Open{s.index, host, {}});
     d_.slice_begin(mark(out, host));
   }
   void slice_end(const Slice& s) override {
@@ -189,18 +198,29 @@ class HostVisitor final : public TraceVisitor {
     while (i-- > 0) {
       if (stack_[i].index == s.index) break;
     }
-    bool host = false;
-    if (i < stack_.size()) {
-      host = stack_[i].host;
-      stack_.erase(stack_.begin() + long(i));
+    if (i >= stack_.size()) return;
+    const Open o = stack_[i];
+    stack_.erase(stack_.begin() + long(i));
+    if (drop_) {
+      if (o.host) return;
+      Slice out = o.out;
+      out.dur_ns = s.dur_ns;
+      out.open_at_stop = s.open_at_stop;
+      d_.slice_end(out);
+      return;
     }
     Slice out = s;
-    d_.slice_end(mark(out, host));
+    d_.slice_end(mark(out, o.host));
   }
-  void instant(const Slice& s) override { d_.instant(s); }
+  void instant(const Slice& s) override { d_.instant(drop_ ? renumbered(s) : s); }
   void async_slice(const Slice& s) override {
     Slice out = s;
-    d_.async_slice(mark(out, is_host(s)));
+    const bool host = is_host(s);
+    if (drop_) {
+      if (!host) d_.async_slice(renumbered(s));
+      return;
+    }
+    d_.async_slice(mark(out, host));
   }
   void memory(const MemorySample& m) override { d_.memory(m); }
 
@@ -208,7 +228,24 @@ class HostVisitor final : public TraceVisitor {
   struct Open {
     uint64_t index;
     bool host;
+    Slice out;  // as reported (kDrop: renumbered)
   };
+
+  // kDrop: a new index in begin order, the nearest reported slice around it as parent.
+  Slice renumbered(const Slice& s) {
+    Slice out = s;
+    out.index = next_index_++;
+    out.parent = -1;
+    out.depth = 0;
+    for (size_t k = stack_.size(); k-- > 0;) {
+      if (!stack_[k].host) {
+        out.parent = int64_t(stack_[k].out.index);
+        out.depth = stack_[k].out.depth + 1;
+        break;
+      }
+    }
+    return out;
+  }
 
   uint8_t class_of(uint32_t symbol) const {
     const std::vector<uint8_t>* c = f_.symbol_classes.get();
@@ -235,7 +272,9 @@ class HostVisitor final : public TraceVisitor {
 
   TraceVisitor& d_;
   const ReplayFilter f_;
+  const bool drop_ = f_.host_mode == ReplayFilter::HostMode::kDrop;
   std::vector<Open> stack_;
+  uint64_t next_index_ = 0;
 };
 
 // The filter in front of the host visitor, owning it.

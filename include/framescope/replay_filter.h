@@ -27,6 +27,7 @@ struct ReplayFilter {
     kNone,  ///< no classification
     kMark,  ///< host slices are reported with Slice::host set (writers: category "host")
     kFold,  ///< ... and with symbol `host_symbol`: every host frame is one "[host]" key
+    kDrop,  ///< host slices are left out, what they enclose kept (renumbered, re-parented)
   };
   /// Per symbol: 0 the program's code, 1 host code, 2 the class of the slice around it (the
   /// standard library, builtins: host when the host called them). Symbols past the end are 2.

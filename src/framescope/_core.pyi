@@ -233,9 +233,10 @@ def _with_filter(trace: Trace, min_duration_ns: int = 0, max_depth: int = 0) -> 
     """The same events read without slices shorter than ``min_duration_ns`` or deeper than
     ``max_depth`` Python frames (0: no limit); ValueError for a negative duration."""
 
-def _with_host(trace: Trace, classes: bytes, fold: bool) -> Trace:
-    """The same events with host code marked (category "host" in Chrome JSON and Perfetto) or,
-    with ``fold``, every host frame named "[host]"; ``classes``: one byte per symbol (0 the
+def _with_host(trace: Trace, classes: bytes, fold: bool, drop: bool = False) -> Trace:
+    """The same events with host code marked (category "host" in Chrome JSON and Perfetto),
+    with ``fold`` every host frame named "[host]", with ``drop`` host frames left out (what
+    they enclose kept, re-parented); ``classes``: one byte per symbol (0 the
     program's, 1 host, 2 the class of its caller; see framescope._host_code). ValueError for a
     byte above 2."""
 

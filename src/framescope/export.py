@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Collection
+from typing import TYPE_CHECKING, Collection, Literal
 
 from framescope import _core
 
@@ -73,12 +73,16 @@ def check_compression(name: str, path: str) -> None:
 
 
 def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None,
-                 extra_host: Collection[str] = (), show_host: bool = False) -> None:
+                 extra_host: Collection[str] = (),
+                 host: Literal["mark", "drop", "show"] = "mark") -> None:
     """Writes ``trace`` to ``path`` in ``format`` (from the extension when None).
 
-    Host code (framescope._host_code; ``extra_host`` names more files) is kept in traces with
-    the category "host" (Chrome JSON, Perfetto), and folded into one ``[host]`` function in
-    pstats and the HTML report unless ``show_host``; ``.fstrace`` keeps what was recorded."""
+    Host code (framescope._host_code; ``extra_host`` names more files): with ``host="mark"``
+    it is kept in traces with the category "host" (Chrome JSON, Perfetto) and folded into one
+    ``[host]`` function in pstats and the HTML report; ``"drop"`` leaves it out of traces
+    (what it called kept: the trace starts at the program's code), folded in pstats and the
+    report; ``"show"`` marks it in traces and lists its functions in pstats and the report.
+    ``.fstrace`` always keeps what was recorded, unmarked."""
     p = os.fspath(path)
     if not isinstance(p, str):
         raise TypeError(f"path must be str or os.PathLike[str], not {type(p).__name__}")
@@ -91,8 +95,9 @@ def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None 
 
         classes = _host_code.symbol_classes(trace, extra_host)
         if _host_code.HOST in classes:
-            fold = name in ("pstats", "html") and not show_host
-            trace = _core._with_host(trace, classes, fold)
+            summary = name in ("pstats", "html")
+            trace = _core._with_host(trace, classes, summary and host != "show",
+                                     host == "drop" and not summary)
     if name == "fstrace":
         trace.save(p)
     elif name == "html":  # the report page (framescope.report), written in Python

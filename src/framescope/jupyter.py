@@ -12,9 +12,10 @@ The cell runs as a normal cell (its last expression is displayed, an exception s
 
 What the summary shows is the cell: the kernel's own code (IPython, ipykernel, traitlets, zmq,
 tornado, the ``executing``/``stack_data`` traceback formatting, the cell holding the magic) and
-what it calls (``codeop``, ``tokenize``...) is host code (framescope._host_code): recorded, kept in
-the trace file with the category "host", but left out of the summary's rows, its total said
-under the table (``--show-host`` lists it). The summary covers the threads that ran the cell: the
+what it calls (``codeop``, ``tokenize``...) is host code (framescope._host_code): recorded, but
+left out of the trace file (which starts at the cell's code) and of the summary's rows, its total
+said under the table; ``--show-host`` lists it in the summary and keeps it in the trace with the
+category "host". The summary covers the threads that ran the cell: the
 kernel's threads that were running before it (its I/O, heartbeat and control threads, mostly
 waiting) are in the trace file but not in the summary.
 """
@@ -101,6 +102,8 @@ class FramescopeMagics(Magics):
         me = threading.current_thread()
         kernel_threads = {t.native_id for t in threading.enumerate() if t is not me}
         prof._host_files = _calling_files()
+        # The trace starts at the cell: the kernel's frames are left out of it, unless asked.
+        prof._host_export = "show" if "show-host" in opts else "drop"
         prof.start()
         try:
             shell.run_cell(code, store_history=False)  # type: ignore[no-untyped-call]

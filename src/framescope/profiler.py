@@ -351,6 +351,7 @@ class profile:
         self._launcher_files: list[str] = []
         # More files of host code than framescope._host_code knows (the %%framescope cell).
         self._host_files: tuple[str, ...] = ()
+        self._host_export: Literal["mark", "drop", "show"] = "mark"  # see export_trace
         self._steps = StepDriver(self, schedule)
         self._trace: _core.Trace | None = None
         self._filtered: tuple[_core.Trace, _core.Trace] | None = None  # (recorded, as read)
@@ -570,7 +571,8 @@ class profile:
         """
         from framescope.export import export_trace
 
-        export_trace(self.trace, ranks.expand_rank(path), format, extra_host=self._host_files)
+        export_trace(self.trace, ranks.expand_rank(path), format, extra_host=self._host_files,
+                     host=self._host_export)
 
     @unrecorded
     def save(self, path: str | os.PathLike[str]) -> None:

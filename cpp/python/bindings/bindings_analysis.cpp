@@ -43,7 +43,7 @@ void bind_analysis(nb::module_& m) {
       "Python frames (0: no limit).");
   m.def(
       "_with_host",
-      [](const PyTrace& t, nb::bytes classes, bool fold) {
+      [](const PyTrace& t, nb::bytes classes, bool fold, bool drop) {
         ReplayFilter f = t.state->current()->filter();
         auto c = std::make_shared<std::vector<uint8_t>>(classes.size());
         const auto* p = static_cast<const uint8_t*>(classes.data());
@@ -52,16 +52,18 @@ void bind_analysis(nb::module_& m) {
           (*c)[i] = p[i];
         }
         f.symbol_classes = std::move(c);
-        f.host_mode = fold ? ReplayFilter::HostMode::kFold : ReplayFilter::HostMode::kMark;
+        f.host_mode = drop   ? ReplayFilter::HostMode::kDrop
+                      : fold ? ReplayFilter::HostMode::kFold
+                             : ReplayFilter::HostMode::kMark;
         PyTrace out;
         out.state->stored = std::make_shared<const StoredTrace>(t.state->current()->with_filter(f));
         out.state->backend = t.state->backend;
         return out;
       },
-      "trace"_a, "classes"_a, "fold"_a,
-      "The same trace with host code marked (category 'host' in traces) or, with fold, every "
-      "host frame named '[host]'; classes: one byte per symbol (0 the program's, 1 host, 2 as "
-      "its caller).");
+      "trace"_a, "classes"_a, "fold"_a, "drop"_a = false,
+      "The same trace with host code marked (category 'host' in traces), with fold every host "
+      "frame named '[host]', with drop host frames left out (what they enclose kept); classes: "
+      "one byte per symbol (0 the program's, 1 host, 2 as its caller).");
   m.def(
       "_key_averages",
       [](const PyTrace& t, bool group_by_input_shape, uint32_t group_by_stack_n,
