@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Collection, Literal, NamedTuple
 
 from framescope import _core, _host_code
+from framescope._names import fit_name, name_width
 
 if TYPE_CHECKING:
     from framescope._core import Trace
@@ -97,6 +98,7 @@ def _table(rows: list[_Row], limit: int, sort_by: str, whole_wall: float,
     if memory:
         head += f" {'self alloc':>11} {'total alloc':>11}"
         rule += f" {'-' * 11} {'-' * 11}"
+    width = name_width(len(head) + 2)
     lines = [head + "  name", rule + "  " + "-" * 40]
     for r in rows:
         if sort_by == "on_cpu":
@@ -111,7 +113,7 @@ def _table(rows: list[_Row], limit: int, sort_by: str, whole_wall: float,
                                else f"{'--':>12}")
         if memory:
             line += f" {_bytes(r.memory_self)} {_bytes(r.memory_total)}"
-        lines.append(line + "  " + r.name)
+        lines.append(line + "  " + fit_name(r.name, width))
     return lines
 
 
@@ -128,7 +130,8 @@ def _async_table(rows: list[_Row], limit: int, sort_by: str) -> list[str]:
     lines = ["Ranges ended on another thread (async: not part of the thread times above)",
              f"{'calls':>10} {'total ms':>10}  name",
              f"{'-' * 10} {'-' * 10}  {'-' * 40}"]
-    lines += [f"{r.calls:>10} {_ms(r.total_ns)}  {r.name}" for r in rows]
+    width = name_width(23)
+    lines += [f"{r.calls:>10} {_ms(r.total_ns)}  {fit_name(r.name, width)}" for r in rows]
     return lines
 
 
