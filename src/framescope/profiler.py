@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import site
 import sys
@@ -668,6 +669,12 @@ class profile:
     def serialize(self) -> bytes:
         """The trace in framescope's compact binary form (for merge() in another process)."""
         return self.trace.serialize()
+
+
+# profile.__new__ takes (*args, **kwargs) (it picks the class of a scheduled profile): without
+# this, inspect.signature(profile), help() and IDEs would show that, not __init__'s keywords.
+profile.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    list(inspect.signature(profile.__init__).parameters.values())[1:])
 
 
 def load(path: str | os.PathLike[str], min_duration_ns: int = 0,
