@@ -4,31 +4,41 @@ to the terminal."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 #: The mark of a name cut from the left.
 ELLIPSIS = "…"
 
 
+_FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")
+
+
 def fit_name(name: str, width: int) -> str:
-    """``name`` in at most ``width`` characters: whole when it fits, else its end after "…",
-    starting at a directory of its path when that leaves the file name and function whole
-    (``…/sub/module.py(215): hot``)."""
+    """``name`` in at most ``width`` characters: whole when it fits, else its end after "…".
+    For a Python function (``path(line): function``) the function and line stay whole and the
+    path is cut from the left, at a directory when one fits (``…/sub/module.py(215): hot``);
+    when not even the line fits, the end of the function's name is what is shown."""
     if len(name) <= width:
         return name
     if width <= len(ELLIPSIS):
         return name[len(name) - max(width, 0):]
-    tail = name[len(name) - (width - len(ELLIPSIS)):]
-    # The file part of "path(line): function" is what precedes "(" or ": ".
-    end_of_path = tail.find("(")
-    if end_of_path < 0:
-        end_of_path = tail.find(": ")
-    slash = tail.find("/")
-    if 0 < slash < end_of_path:
-        tail = tail[slash:]
-    elif end_of_path < 0 and tail[:1] in (" ", ":"):
-        tail = tail.lstrip(": ")  # only the function is left: "…hot", not "… hot"
-    return ELLIPSIS + tail
+    m = _FRAME.match(name)
+    if m:
+        path, line, function = m.groups()
+        suffix = f"({line}): {function}"
+        room = width - len(ELLIPSIS) - len(suffix)
+        if room > 0:
+            tail = path[len(path) - room:]
+            slash = tail.find("/")
+            if slash >= 0:
+                return ELLIPSIS + tail[slash:] + suffix
+            if len(tail) >= 8:  # most of the file's name: still tells the file
+                return ELLIPSIS + tail + suffix
+        name = function
+        if len(name) <= width - len(ELLIPSIS):
+            return ELLIPSIS + name
+    return ELLIPSIS + name[len(name) - (width - len(ELLIPSIS)):].lstrip(": ")
 
 
 def terminal_columns() -> int:
@@ -36,7 +46,7 @@ def terminal_columns() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
-def name_width(fixed: int, least: int = 40) -> int:
+def name_width(fixed: int, least: int = 30) -> int:
     """Width left for a table's name column after ``fixed`` columns of numbers, on this
     terminal; never under ``least`` (a pipe or a notebook has no width of its own)."""
     return max(least, terminal_columns() - fixed - 1)
