@@ -106,6 +106,13 @@ def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None 
         report.write(report.from_trace(trace, os.path.basename(p)), p)
     else:
         trace.export(p, name)
+        if name in ("chrome", "perfetto"):  # asyncio Tasks as tracks of their own
+            from framescope import _asyncio_tracks
+
+            if name == "chrome":
+                _asyncio_tracks.add_chrome_tracks(trace, p)
+            else:
+                _asyncio_tracks.add_perfetto_tracks(trace, p)
 
 
 def write_pstats(trace: Trace, path: str) -> None:

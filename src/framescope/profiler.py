@@ -11,7 +11,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
-from framescope import _core, processes, ranks
+from framescope import _asyncio_tasks, _core, processes, ranks
 # Imported now, not when summary() first runs: framescope run prints the summary at interpreter
 # exit, where creating analysis's NamedTuple (an eval() of generated code) would reset CPython's
 # record of an unhandled KeyboardInterrupt, and the run would exit with status 1, not by SIGINT.
@@ -411,6 +411,7 @@ class profile:
                 self._start_warnings.append(why)
         self._clock = processes.session_starting()
         self._started_pid = os.getpid()
+        _asyncio_tasks.arm()  # asyncio Tasks' steps as ranges (nothing runs without a loop)
         return {
             "record_shapes": self.record_shapes,
             "profile_memory": self.profile_memory,
@@ -434,6 +435,7 @@ class profile:
 
     @unrecorded
     def _after_stop(self) -> None:
+        _asyncio_tasks.uninstall()
         if self._trace is not None:  # names this process in its trace (framescope.processes)
             processes.session_stopped(self._trace, self._clock)
             if self._stream_to and ranks.current() is not None and \
@@ -636,6 +638,7 @@ class profile:
         sort_by: Literal["self", "total", "calls", "on_cpu", "memory"] = "self",
         by_thread: bool = False,
         show_host: bool = False,
+        by_task: bool = False,
     ) -> str:
         """A table of the top functions and ranges by self time, total time, call count, self
         time on CPU (``"on_cpu"``) or bytes allocated (``"memory"``, with ``profile_memory``),
@@ -645,9 +648,14 @@ class profile:
         their own are async spans, listed under the table with their calls and total time (no
         self time: their thread's other slices hold it; docs/tracing.md). Host code (the Jupyter
         kernel, pytest, framescope; framescope._host_code) is left out, its total said under
-        the table, unless ``show_host``."""
+        the table, unless ``show_host``. ``by_task``: one row per asyncio Task instead (its
+        steps, the time it ran and awaited, its hottest functions; framescope._asyncio_tasks)."""
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
+        if by_task:
+            from framescope._asyncio_tracks import by_task_table
+
+            return by_task_table(self.trace, limit=limit)
         return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread,
                              show_host=show_host, extra_host=self._host_files)
 

@@ -227,7 +227,7 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
         if ph == "M" and e.get("name") == "process_name":
             process_names[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
             continue
-        if ph not in ("X", "B", "E") or "ts" not in e:
+        if ph not in ("X", "B", "E") or "ts" not in e or _bookkeeping(e):
             continue
         ts = int(round(float(e["ts"]) * 1000))
         if ph == "B":
@@ -272,6 +272,15 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
         if isinstance(other, dict):
             notes += [str(w) for w in other.get("warnings", []) or []]
     return _finish(title, names, trees, rows, (hi or 0) - (lo or 0), count, notes)
+
+
+def _bookkeeping(e: dict[str, Any]) -> bool:
+    """A span a profiler writes about itself, not about the program: torch.profiler's
+    whole-trace span ("PyTorch Profiler (0)", category "Trace", on the pseudo-process "Spans")
+    and its "Iteration Start" marks. Left out: as a thread of its own it would top every
+    summary at 100%."""
+    return e.get("pid") == "Spans" or e.get("cat") == "Trace" or \
+        str(e.get("name", "")).startswith("PyTorch Profiler (")
 
 
 def _python_depths(events: list[Any]) -> Any:

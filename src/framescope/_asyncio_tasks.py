@@ -1,0 +1,199 @@
+"""asyncio Tasks in traces: each step of a Task (a run of its coroutine between two awaits) is a
+range named after the Task, so traces show which Task did what, and every reader can group by it.
+
+How: an event loop runs a Task's steps as callbacks of ``asyncio.events.Handle`` (the Task's
+``__step`` or ``__wakeup``, bound to the Task: the callback's ``__self__``). While a session
+records, ``Handle._run`` is wrapped: a callback bound to a Task runs inside that Task's range
+(``record_function("asyncio.Task <name> #<n>")``, one object per Task, reused at every step).
+``asyncio.to_thread`` is wrapped the same way: the function runs, on the executor's thread,
+inside the range of the Task that awaited it.
+
+Why this design:
+- **nothing without an event loop**: the wrappers are installed at the session's start (or when
+  asyncio is first imported during it) and run only when a loop runs a callback; a program that
+  runs no loop executes none of this code (no frame hook change, no per-call check);
+- **the Tasks are untouched**: no task factory, no wrapped coroutine (``task.get_coro()``,
+  ``repr(task)``, a loop's own task factory and ``asyncio.Task`` subclasses keep working);
+- **cheap with a loop**: per callback one attribute read and a type check; per Task step one
+  dictionary lookup and a range's begin and end in C (bench/asyncio_tasks.py measures it).
+Loops whose Handle is not asyncio's (uvloop's is compiled) are not seen: their Tasks' frames are
+recorded as usual, without Task ranges (the summary says so when such a loop ran).
+
+Readers: ``task_steps(trace)`` finds the ranges; framescope._asyncio_tracks adds an async track
+per Task to Chrome JSON and Perfetto files and prints the ``--by-task`` summary.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import sys
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from framescope import _core
+
+if TYPE_CHECKING:
+    from framescope._core import Trace
+
+#: Prefix of the name of a Task's range.
+PREFIX = "asyncio.Task "
+
+_lock = threading.Lock()
+_installed: dict[str, Any] = {}  # what was replaced: "Handle._run", "to_thread"
+_ranges: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_numbers = itertools.count(1)
+
+
+def _range_of(task: Any) -> Any:
+    """The Task's range object (created at its first step: its name is final by then)."""
+    rf = _ranges.get(task)
+    if rf is None:
+        try:
+            name = task.get_name()
+        except Exception:  # noqa: BLE001 - a Task subclass's odd get_name
+            name = "Task"
+        rf = _core.record_function(f"{PREFIX}{name} #{next(_numbers)}")
+        _ranges[task] = rf
+    return rf
+
+
+def install() -> None:
+    """Wraps asyncio's Handle._run and to_thread (idempotent). Called at a session's start when
+    asyncio is imported, else right after it is (framescope.import_hooks)."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return
+    with _lock:
+        if _installed:
+            return
+        task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
+        handle = asyncio.events.Handle
+        run = handle._run
+
+        def _run(self: Any) -> None:
+            task = getattr(self._callback, "__self__", None)
+            if isinstance(task, task_types):
+                with _range_of(task):
+                    run(self)
+            else:
+                run(self)
+
+        _run.__wrapped__ = run  # type: ignore[attr-defined]
+        handle._run = _run
+        _installed["Handle._run"] = run
+
+        to_thread = asyncio.to_thread
+
+        @functools.wraps(to_thread)
+        async def _to_thread(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+            task = asyncio.current_task()
+            if task is None or not isinstance(task, task_types):
+                return await to_thread(func, *args, **kwargs)
+            rf = _range_of(task)
+
+            def in_task(*a: Any, **k: Any) -> Any:
+                with _core.record_function(rf.name):
+                    return func(*a, **k)
+
+            return await to_thread(in_task, *args, **kwargs)
+
+        asyncio.to_thread = _to_thread
+        _installed["to_thread"] = to_thread
+
+
+def arm() -> None:
+    """At a session's start: install() now if asyncio is imported, else once it is (while a
+    session records)."""
+    if "asyncio" in sys.modules:
+        install()
+        return
+    from framescope import import_hooks
+
+    import_hooks.after_import("asyncio", lambda _module: install() if _core.is_enabled()
+                              else None)
+
+
+def uninstall() -> None:
+    """Puts back what install() replaced (at the session's stop)."""
+    asyncio = sys.modules.get("asyncio")
+    with _lock:
+        if not _installed or asyncio is None:
+            _installed.clear()
+            return
+        asyncio.events.Handle._run = _installed.pop("Handle._run")
+        if asyncio.to_thread.__wrapped__ is _installed.get("to_thread"):  # type: ignore[attr-defined]
+            asyncio.to_thread = _installed.pop("to_thread")
+        _installed.clear()
+
+
+# ---- readers -----------------------------------------------------------------------------------
+
+
+@dataclass
+class TaskSteps:
+    """The steps of one Task: (thread index, start ns, duration ns) in time order."""
+
+    name: str
+    steps: list[tuple[int, int, int]] = field(default_factory=list)
+    # Self time per function inside the Task's steps: name -> [calls, self ns]
+    functions: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def start_ns(self) -> int:
+        return min(s[1] for s in self.steps)
+
+    @property
+    def end_ns(self) -> int:
+        return max(s[1] + s[2] for s in self.steps)
+
+    @property
+    def running_ns(self) -> int:
+        return sum(s[2] for s in self.steps)
+
+
+def has_tasks(trace: Trace) -> bool:
+    """True when some range of ``trace`` is a Task's (one look at its symbols)."""
+    return any(trace.symbol(i)[0].startswith(PREFIX) for i in range(trace.symbol_count))
+
+
+def task_steps(trace: Trace, functions: bool = False) -> list[TaskSteps]:
+    """Every Task of ``trace`` with its steps (and, with ``functions``, the self time of the
+    functions its steps ran), in the order the Tasks first ran. One replay."""
+    tasks: dict[str, TaskSteps] = {}
+    # Per thread, the open events: [index, end ns, task or None, name, children ns]
+    open_: list[list[Any]] = []
+    thread = -1
+
+    def close(entry: list[Any]) -> None:
+        task, name = entry[2], entry[3]
+        if functions and task is not None and not name.startswith(PREFIX):
+            row = task.functions.setdefault(name, [0, 0])
+            row[0] += 1
+            row[1] += max(entry[1] - entry[5] - entry[4], 0)
+
+    for e in trace.iter_events():
+        if e.duration_ns < 0:
+            continue  # marks
+        if e.thread != thread:
+            while open_:
+                close(open_.pop())
+            thread = e.thread
+        while open_ and open_[-1][0] != e.parent:
+            close(open_.pop())
+        parent_task = open_[-1][2] if open_ else None
+        if open_:
+            open_[-1][4] += e.duration_ns
+        name = e.name
+        task = parent_task
+        if name.startswith(PREFIX) and e.category == "user_annotation":
+            task = tasks.get(name)
+            if task is None:
+                task = tasks[name] = TaskSteps(name[len(PREFIX):])
+            task.steps.append((e.thread, e.start_ns, e.duration_ns))
+        open_.append([e.index, e.end_ns, task, name, 0, e.start_ns])
+    while open_:
+        close(open_.pop())
+    return list(tasks.values())
