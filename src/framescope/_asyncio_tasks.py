@@ -104,9 +104,15 @@ def install() -> None:
         _installed["to_thread"] = to_thread
 
 
+#: Set to False to record asyncio programs without Task ranges (bench/asyncio_tasks.py compares).
+ENABLED = True
+
+
 def arm() -> None:
     """At a session's start: install() now if asyncio is imported, else once it is (while a
     session records)."""
+    if not ENABLED:
+        return
     if "asyncio" in sys.modules:
         install()
         return

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from framescope._asyncio_tasks import TaskSteps, has_tasks, task_steps
 from framescope._names import fit_name, name_width
@@ -19,23 +19,40 @@ _CATEGORY = "asyncio task"
 _TAIL = b"\n]\n}\n"  # how framescope's Chrome writer ends a file (cpp/export/chrome_json.cpp)
 
 
+def _tracks(trace: Trace, tasks: list[TaskSteps]) -> list[tuple[str, str, int, list[Any]]]:
+    """(track key, track name, pid, steps) per Task and thread it ran on: its loop's thread
+    first (the lifetime span holds its steps there), then a track for the work it handed to
+    another thread (asyncio.to_thread), which runs while the Task awaits it."""
+    out = []
+    threads = trace.threads
+    for n, task in enumerate(tasks, 1):
+        per_thread: dict[int, list[Any]] = {}
+        for step in sorted(task.steps, key=lambda s: s[1]):
+            per_thread.setdefault(step[0], []).append(step)
+        for k, (thread, steps) in enumerate(per_thread.items()):
+            name = task.name if k == 0 else \
+                f"{task.name} on {threads[thread][3] or f'thread {threads[thread][1]}'}"
+            out.append((f"task{n}" + (f".{thread}" if k else ""), name, threads[thread][0], steps))
+    return out
+
+
 def _chrome_events(trace: Trace, tasks: list[TaskSteps], base_ns: int) -> list[str]:
     threads = trace.threads
     out = []
-    for n, task in enumerate(tasks, 1):
-        pid, tid = threads[task.steps[0][0]][0], threads[task.steps[0][0]][1]
+    for key, name, _pid, steps in _tracks(trace, tasks):
+        pid, tid = threads[steps[0][0]][0], threads[steps[0][0]][1]
 
-        def ev(ph: str, name: str, ns: int, args: str = "") -> str:
-            return (f'{{"ph":"{ph}","cat":"{_CATEGORY}","id":"task{n}","name":{json.dumps(name)},'
+        def ev(ph: str, what: str, ns: int, args: str = "") -> str:
+            return (f'{{"ph":"{ph}","cat":"{_CATEGORY}","id":"{key}","name":{json.dumps(what)},'
                     f'"pid":{pid},"tid":{tid},"ts":{(ns - base_ns) / 1000:.3f}{args}}}')
 
-        out.append(ev("b", task.name, task.start_ns,
-                      f',"args":{{"steps":{len(task.steps)},'
-                      f'"running us":{task.running_ns / 1000:.3f}}}'))
-        for _thread, start, dur in sorted(task.steps, key=lambda s: s[1]):
+        running = sum(s[2] for s in steps)
+        out.append(ev("b", name, steps[0][1],
+                      f',"args":{{"steps":{len(steps)},"running us":{running / 1000:.3f}}}'))
+        for _thread, start, dur in steps:
             out.append(ev("b", "step", start))
             out.append(ev("e", "step", start + dur))
-        out.append(ev("e", task.name, task.end_ns))
+        out.append(ev("e", name, max(s[1] + s[2] for s in steps)))
     return out
 
 
@@ -115,25 +132,24 @@ def add_perfetto_tracks(trace: Trace, path: str) -> None:
         return
     tasks = task_steps(trace)
     out = bytearray()
-    for n, task in enumerate(tasks, 1):
-        pid = trace.threads[task.steps[0][0]][0]
+    for n, (_key, name, pid, steps) in enumerate(_tracks(trace, tasks), 1):
         uuid = (7 << 60) + n
         process_uuid = (1 << 60) + (pid & 0xFFFFFFFF)  # as perfetto.cpp's process_uuid
-        descriptor = _field(1, uuid) + _field(2, task.name) + _field(5, process_uuid)
+        descriptor = _field(1, uuid) + _field(2, name) + _field(5, process_uuid)
         out += _packet(_field(10, _SEQUENCE) + _field(60, descriptor))  # track_descriptor
 
-        def slice_event(ts: int, begin: bool, name: str = "") -> None:
+        def slice_event(ts: int, begin: bool, what: str = "") -> None:
             te = _field(9, 1 if begin else 2) + _field(11, uuid)  # type, track_uuid
             if begin:
-                te += _field(23, name) + _field(22, _CATEGORY)  # name, categories
+                te += _field(23, what) + _field(22, _CATEGORY)  # name, categories
             out.extend(_packet(_field(8, ts) + _field(58, _BOOTTIME) + _field(11, te)
                                + _field(10, _SEQUENCE)))
 
-        slice_event(task.start_ns, True, task.name)
-        for _thread, start, dur in sorted(task.steps, key=lambda s: s[1]):
+        slice_event(steps[0][1], True, name)
+        for _thread, start, dur in steps:
             slice_event(start, True, "step")
             slice_event(start + dur, False)
-        slice_event(task.end_ns, False)
+        slice_event(max(s[1] + s[2] for s in steps), False)
     with open(path, "ab") as f:
         f.write(out)
 

@@ -1,0 +1,121 @@
+"""Cost of attributing asyncio Task steps (framescope._asyncio_tasks) on an asyncio-heavy
+workload: many Tasks doing small steps between awaits (sleep(0), queues, gather, TaskGroup).
+
+Cases, each in a fresh subprocess, alternated over rounds, median per case:
+  untraced      - the workload alone
+  noop_hook     - a PEP 523 hook that does nothing (the floor of any frame-hook tracer)
+  traced        - framescope.profile() without Task attribution (_asyncio_tasks.ENABLED=False)
+  traced_tasks  - framescope.profile() with it (the default)
+Prints each case's time and the ratio traced_tasks / traced (the cost of the attribution,
+target <= 1.03), and writes bench/results/asyncio_tasks.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(BENCH_DIR, "results", "asyncio_tasks.json")
+CASES = ("untraced", "noop_hook", "traced", "traced_tasks")
+
+
+def workload(tasks: int, steps: int) -> int:
+    import asyncio
+
+    async def producer(q: asyncio.Queue[int], n: int) -> None:
+        for i in range(n):
+            await q.put(i)
+        await q.put(-1)
+
+    async def consumer(q: asyncio.Queue[int]) -> int:
+        total = 0
+        while (item := await q.get()) >= 0:
+            total += item * item
+        return total
+
+    async def stepper(n: int) -> int:
+        acc = 0
+        for i in range(n):
+            acc += i
+            await asyncio.sleep(0)
+        return acc
+
+    async def main() -> int:
+        total = 0
+        for _ in range(2):
+            qs = [asyncio.Queue[int](maxsize=8) for _ in range(tasks // 4)]
+            results = await asyncio.gather(
+                *(stepper(steps) for _ in range(tasks // 2)),
+                *(producer(q, steps) for q in qs), *(consumer(q) for q in qs))
+            total += sum(r for r in results if r is not None)
+            async with asyncio.TaskGroup() as tg:
+                ts = [tg.create_task(stepper(steps // 4)) for _ in range(tasks // 4)]
+            total += sum(t.result() for t in ts)
+        return total
+
+    return asyncio.run(main())
+
+
+def worker(case: str, tasks: int, steps: int) -> float:
+    import framescope
+    from framescope import _asyncio_tasks, _core
+
+    workload(8, 10)  # warm imports
+    t0 = time.perf_counter()
+    if case == "untraced":
+        workload(tasks, steps)
+    elif case == "noop_hook":
+        _core._noop_eval_hook(True)
+        try:
+            workload(tasks, steps)
+        finally:
+            _core._noop_eval_hook(False)
+    else:
+        _asyncio_tasks.ENABLED = case == "traced_tasks"
+        with framescope.profile(cpu_time=False, memory_limit="2GiB"):
+            workload(tasks, steps)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--worker", choices=CASES)
+    ap.add_argument("--tasks", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.tasks, args.steps)))
+        return
+    times: dict[str, list[float]] = {c: [] for c in CASES}
+    for _ in range(args.rounds):
+        for case in CASES:
+            out = subprocess.run([sys.executable, __file__, "--worker", case, "--tasks",
+                                  str(args.tasks), "--steps", str(args.steps)],
+                                 capture_output=True, text=True, check=True)
+            times[case].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    med = {c: statistics.median(v) for c, v in times.items()}
+    base = med["untraced"]
+    for c in CASES:
+        print(f"{c:>13}: {med[c] * 1e3:9.1f} ms  x{med[c] / base:5.2f} of untraced")
+    cost = med["traced_tasks"] / med["traced"]
+    print(f"Task attribution: traced_tasks / traced = {cost:.3f} (target <= 1.03)")
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w", encoding="utf-8") as f:
+        json.dump({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                   "python": platform.python_version(), "load_average": os.getloadavg(),
+                   "tasks": args.tasks, "steps": args.steps, "rounds": args.rounds,
+                   "median_s": med, "all_s": times, "attribution_ratio": cost}, f, indent=1)
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
