@@ -67,7 +67,7 @@ def test_each_task_has_its_steps() -> None:
         steps = sorted(s for s in t.steps if s[0] == t.steps[0][0])
         assert all(a[1] + a[2] <= b[1] for a, b in zip(steps, steps[1:]))
     # the wrapper is gone after the stop
-    assert not hasattr(asyncio.events.Handle._run, "__wrapped__")
+    assert asyncio.events.Handle._run.__module__ == "asyncio.events"
     assert asyncio.to_thread.__module__ == "asyncio.threads"
 
 

@@ -4,7 +4,8 @@ range named after the Task, so traces show which Task did what, and every reader
 How: an event loop runs a Task's steps as callbacks of ``asyncio.events.Handle`` (the Task's
 ``__step`` or ``__wakeup``, bound to the Task: the callback's ``__self__``). While a session
 records, ``Handle._run`` is wrapped: a callback bound to a Task runs inside that Task's range
-(``record_function("asyncio.Task <name> #<n>")``, one object per Task, reused at every step).
+(``asyncio.Task <name> #<n>``, a static-name range of the core, named once per Task; the
+replacement is C: cpp/python/integrations/asyncio_steps.cpp).
 ``asyncio.to_thread`` is wrapped the same way: the function runs, on the executor's thread,
 inside the range of the Task that awaited it.
 
@@ -14,8 +15,8 @@ Why this design:
   runs no loop executes none of this code (no frame hook change, no per-call check);
 - **the Tasks are untouched**: no task factory, no wrapped coroutine (``task.get_coro()``,
   ``repr(task)``, a loop's own task factory and ``asyncio.Task`` subclasses keep working);
-- **cheap with a loop**: per callback one attribute read and a type check; per Task step one
-  dictionary lookup and a range's begin and end in C (bench/asyncio_tasks.py measures it).
+- **cheap with a loop**: per callback two attribute reads and a type check, per Task step a hash
+  lookup and a range's begin and end, all in C (bench/asyncio_tasks.py measures it).
 Loops whose Handle is not asyncio's (uvloop's is compiled) are not seen: their Tasks' frames are
 recorded as usual, without Task ranges (the summary says so when such a loop ran).
 
@@ -43,26 +44,30 @@ PREFIX = "asyncio.Task "
 
 _lock = threading.Lock()
 _installed: dict[str, Any] = {}  # what was replaced: "Handle._run", "to_thread"
-_ranges: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+# id(task) -> (weak reference to the Task, its range's name): the names the C replacement of
+# Handle._run asked for (once per Task) and to_thread's ranges use. An id reused by a later Task
+# is told apart by the reference. Cleared at the session's stop.
+_names: dict[int, tuple[Any, str]] = {}
 _numbers = itertools.count(1)
 
 
-def _range_of(task: Any) -> Any:
-    """The Task's range object (created at its first step: its name is final by then)."""
-    rf = _ranges.get(task)
-    if rf is None:
-        try:
-            name = task.get_name()
-        except Exception:  # noqa: BLE001 - a Task subclass's odd get_name
-            name = "Task"
-        rf = _core.record_function(f"{PREFIX}{name} #{next(_numbers)}")
-        _ranges[task] = rf
-    return rf
+def _task_name(task: Any) -> str:
+    """The name of a Task's range, made at its first step (the Task's name is final by then)."""
+    entry = _names.get(id(task))
+    if entry is not None and entry[0]() is task:
+        return entry[1]
+    try:
+        name = task.get_name()
+    except Exception:  # noqa: BLE001 - a Task subclass's odd get_name
+        name = "Task"
+    text = f"{PREFIX}{name} #{next(_numbers)}"
+    _names[id(task)] = (weakref.ref(task), text)
+    return text
 
 
 def install() -> None:
-    """Wraps asyncio's Handle._run and to_thread (idempotent). Called at a session's start when
-    asyncio is imported, else right after it is (framescope.import_hooks)."""
+    """Replaces asyncio's Handle._run and wraps to_thread (idempotent). Called at a session's
+    start when asyncio is imported, else right after it is (framescope.import_hooks)."""
     asyncio = sys.modules.get("asyncio")
     if asyncio is None:
         return
@@ -70,20 +75,10 @@ def install() -> None:
         if _installed:
             return
         task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
-        handle = asyncio.events.Handle
-        run = handle._run
-
-        def _run(self: Any) -> None:
-            task = getattr(self._callback, "__self__", None)
-            if isinstance(task, task_types):
-                with _range_of(task):
-                    run(self)
-            else:
-                run(self)
-
-        _run.__wrapped__ = run  # type: ignore[attr-defined]
-        handle._run = _run
-        _installed["Handle._run"] = run
+        # Handle._run replaced by a C function (cpp/python/integrations/asyncio_steps.cpp): as
+        # Python code the wrapper cost 10-30% of an asyncio-heavy program.
+        _core._asyncio_steps_install(asyncio.events.Handle, task_types, _task_name)
+        _installed["Handle._run"] = True
 
         to_thread = asyncio.to_thread
 
@@ -92,10 +87,10 @@ def install() -> None:
             task = asyncio.current_task()
             if task is None or not isinstance(task, task_types):
                 return await to_thread(func, *args, **kwargs)
-            rf = _range_of(task)
+            name = _task_name(task)
 
             def in_task(*a: Any, **k: Any) -> Any:
-                with _core.record_function(rf.name):
+                with _core.record_function(name):
                     return func(*a, **k)
 
             return await to_thread(in_task, *args, **kwargs)
@@ -126,12 +121,14 @@ def uninstall() -> None:
     """Puts back what install() replaced (at the session's stop)."""
     asyncio = sys.modules.get("asyncio")
     with _lock:
+        _names.clear()
         if not _installed or asyncio is None:
             _installed.clear()
             return
-        asyncio.events.Handle._run = _installed.pop("Handle._run")
-        if asyncio.to_thread.__wrapped__ is _installed.get("to_thread"):  # type: ignore[attr-defined]
-            asyncio.to_thread = _installed.pop("to_thread")
+        _core._asyncio_steps_uninstall(asyncio.events.Handle)
+        current = getattr(asyncio, "to_thread", None)
+        if getattr(current, "__wrapped__", None) is _installed.get("to_thread"):
+            setattr(asyncio, "to_thread", _installed.pop("to_thread"))
         _installed.clear()
 
 

@@ -266,6 +266,15 @@ def _save_on_sigterm(callback: Callable[[], bool], /) -> bool:
     ends the process by SIGTERM when it returns true; False when SIGTERM already has a handler
     (cpp/python/integrations/term_signal.cpp, used by framescope.follow)."""
 
+# --- asyncio (cpp/python/integrations/asyncio_steps.cpp; used by framescope._asyncio_tasks)
+
+def _asyncio_steps_install(handle_class: type, task_types: tuple[type, ...],
+                           namer: Callable[[Any], str]) -> None:
+    """Replaces handle_class._run: a callback bound to an instance of task_types runs inside a
+    range named namer(task) (asked once per Task). Idempotent."""
+def _asyncio_steps_uninstall(handle_class: type) -> None:
+    """Puts handle_class._run back and forgets the Tasks."""
+
 # --- torch ops (cpp/python/integrations/torch_ops.cpp; used by framescope.torch_ops)
 
 def _torch_ops_attach() -> tuple[str, bool]:

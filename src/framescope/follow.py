@@ -279,7 +279,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 def _fork_caller() -> Any:
     """The frame that called os.fork (past framescope's own frames: the fork hooks run
     unrecorded, through framescope.unrecorded's wrapper)."""
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back
     return frame

@@ -40,7 +40,7 @@ def _cell_number(shell: Any) -> int:
     compiler's record of the cell's file: the frame of the cell that called the magic."""
     names = getattr(getattr(shell, "compile", None), "_filename_map", None)
     if isinstance(names, dict):
-        frame = sys._getframe(1)
+        frame: Any = sys._getframe(1)
         while frame is not None:
             number = names.get(frame.f_code.co_filename)
             if isinstance(number, int):
@@ -54,7 +54,7 @@ def _calling_files() -> tuple[str, ...]:
     """Files of the frames running the magic (the kernel, the cell holding ``%%framescope``):
     host code, whatever directory they are in."""
     files = []
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     while frame is not None:
         files.append(frame.f_code.co_filename)
         frame = frame.f_back

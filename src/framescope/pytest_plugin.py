@@ -159,8 +159,9 @@ class Recorder:
 
         trace = prof.trace if self.show_host else _host_code.host_view(prof.trace, True)
         rows = _core._key_averages(trace, False, 0, False)[0]
-        for name, category, *_r in rows:
-            calls, total, self_ns, is_async = _r[3], _r[4], _r[5], _r[11]
+        for r in rows:
+            name, category = r[0], r[1]
+            calls, total, self_ns, is_async = r[5], r[6], r[7], r[13]
             if calls <= 0 or is_async or name.startswith("__st"):
                 continue
             if category == "user_annotation" and name in PHASES:
