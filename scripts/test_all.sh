@@ -84,7 +84,7 @@ for base_py in "${pythons[@]}"; do
   # tests (a real kernel) and mypy --strict over src on 3.12.
   extra=()
   [ "$version" = 3.11 ] && extra+=("torch==2.13.0" mpi4py)
-  [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel mypy)
+  [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel mypy uvloop)
   if ! py="$(scripts/dev_env.sh "$base_py" "${extra[@]}" | tail -1)"; then
     echo "installing into the $version venv failed; retrying without torch"
     if ! py="$(scripts/dev_env.sh "$base_py" | tail -1)"; then

@@ -152,8 +152,20 @@ def test_nothing_without_an_event_loop() -> None:
     assert out.returncode == 0 and out.stdout.strip() == "False", out
 
 
-def test_uvloop_tasks_are_recorded() -> None:
+def test_uvloop_tasks_have_their_steps() -> None:
     uvloop = pytest.importorskip("uvloop")
+
+    async def on_uvloop() -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(worker(2), name="grouped")
+            tg.create_task(offloaded(), name="offloaded")
+        await asyncio.gather(worker(3), worker(1))
+
     with framescope.profile() as prof:
-        uvloop.run(program())
-    assert any(e.name.endswith(": worker") for e in prof.events())
+        uvloop.run(on_uvloop())
+    tasks = {t.name.rsplit(" #", 1)[0]: t for t in _asyncio_tasks.task_steps(prof.trace, True)}
+    assert len(tasks["grouped"].steps) == 3, tasks
+    assert any(f.endswith(": cpu") for f in tasks["offloaded"].functions)
+    assert sorted(len(t.steps) for n, t in tasks.items() if n.startswith("Task-")
+                  and any(f.endswith(": worker") for f in t.functions)) == [2, 4]
+    assert "create_task" not in vars(uvloop.Loop)  # put back at the stop

@@ -17,8 +17,9 @@ Why this design:
   ``repr(task)``, a loop's own task factory and ``asyncio.Task`` subclasses keep working);
 - **cheap with a loop**: per callback two attribute reads and a type check, per Task step a hash
   lookup and a range's begin and end, all in C (bench/asyncio_tasks.py measures it).
-Loops whose Handle is not asyncio's (uvloop's is compiled) are not seen: their Tasks' frames are
-recorded as usual, without Task ranges (the summary says so when such a loop ran).
+uvloop's Handle is compiled: for its loops, ``uvloop.Loop.create_task`` is wrapped instead and
+gives each Task a coroutine that runs its steps in the Task's range (Python code per step, and
+``task.get_coro()`` returns that wrapper).
 
 Readers: ``task_steps(trace)`` finds the ranges; framescope._asyncio_tracks adds an async track
 per Task to Chrome JSON and Perfetto files and prints the ``--by-task`` summary.
@@ -26,10 +27,12 @@ per Task to Chrome JSON and Perfetto files and prints the ``--by-task`` summary.
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import itertools
 import sys
 import threading
+import types
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -72,7 +75,7 @@ def install() -> None:
     if asyncio is None:
         return
     with _lock:
-        if _installed:
+        if "Handle._run" in _installed:
             return
         task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
         # Handle._run replaced by a C function (cpp/python/integrations/asyncio_steps.cpp): as
@@ -99,6 +102,68 @@ def install() -> None:
         _installed["to_thread"] = to_thread
 
 
+class _Steps(collections.abc.Coroutine):  # type: ignore[type-arg]
+    """A Task's coroutine whose every step runs inside the Task's range: for loops whose Handle
+    is not asyncio's (uvloop), given to the Task by the loop's create_task. Python code at each
+    step (slower than the Handle._run replacement), and the Task's get_coro() returns it."""
+
+    __slots__ = ("_coro", "_name", "_task")
+
+    def __init__(self, coro: Any) -> None:
+        self._coro = coro
+        self._name = ""
+        self._task: Any = None  # weak reference, set by create_task
+
+    def _range(self) -> Any:
+        if not self._name:  # at the first step: a TaskGroup names its Task after creating it
+            task = self._task() if self._task is not None else None
+            self._name = _task_name(task) if task is not None else PREFIX + "Task"
+        return _core.record_function(self._name)
+
+    def send(self, value: Any) -> Any:
+        with self._range():
+            return self._coro.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        with self._range():
+            return self._coro.throw(*args)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def __iter__(self) -> _Steps:
+        return self
+
+    def __await__(self) -> _Steps:  # type: ignore[override]
+        return self
+
+    def __getattr__(self, name: str) -> Any:  # cr_frame, cr_code, __qualname__...
+        return getattr(self._coro, name)
+
+
+def _install_uvloop(uvloop: Any) -> None:
+    """uvloop's Loop runs callbacks through its own (compiled) Handle: its create_task gives the
+    Task a coroutine that records its steps (_Steps) instead."""
+    if "uvloop" in _installed:
+        return
+    loop_class = uvloop.Loop
+    create_task = loop_class.create_task
+
+    def _create_task(self: Any, coro: Any, **kwargs: Any) -> Any:
+        if not isinstance(coro, types.CoroutineType):
+            return create_task(self, coro, **kwargs)
+        steps = _Steps(coro)
+        task = create_task(self, steps, **kwargs)
+        steps._task = weakref.ref(task)
+        return task
+
+    loop_class.create_task = _create_task
+    _installed["uvloop"] = loop_class
+
+
 #: Set to False to record asyncio programs without Task ranges (bench/asyncio_tasks.py compares).
 ENABLED = True
 
@@ -108,11 +173,16 @@ def arm() -> None:
     session records)."""
     if not ENABLED:
         return
+    from framescope import import_hooks
+
+    if "uvloop" in sys.modules:
+        _install_uvloop(sys.modules["uvloop"])
+    else:  # imported during the session (not after it: the hook stays registered)
+        import_hooks.after_import("uvloop", lambda module: _install_uvloop(module)
+                                  if _core.is_enabled() else None)
     if "asyncio" in sys.modules:
         install()
         return
-    from framescope import import_hooks
-
     import_hooks.after_import("asyncio", lambda _module: install() if _core.is_enabled()
                               else None)
 
@@ -122,6 +192,9 @@ def uninstall() -> None:
     asyncio = sys.modules.get("asyncio")
     with _lock:
         _names.clear()
+        uvloop_class = _installed.pop("uvloop", None)
+        if uvloop_class is not None and "create_task" in vars(uvloop_class):
+            delattr(uvloop_class, "create_task")  # the compiled base's again
         if not _installed or asyncio is None:
             _installed.clear()
             return
