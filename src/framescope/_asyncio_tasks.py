@@ -98,7 +98,7 @@ def install() -> None:
 
             return await to_thread(in_task, *args, **kwargs)
 
-        asyncio.to_thread = _to_thread
+        setattr(asyncio, "to_thread", _to_thread)
         _installed["to_thread"] = to_thread
 
 
@@ -137,7 +137,7 @@ class _Steps(collections.abc.Coroutine):  # type: ignore[type-arg]
     def __iter__(self) -> _Steps:
         return self
 
-    def __await__(self) -> _Steps:  # type: ignore[override]
+    def __await__(self) -> _Steps:
         return self
 
     def __getattr__(self, name: str) -> Any:  # cr_frame, cr_code, __qualname__...
