@@ -177,14 +177,19 @@ def arm() -> None:
 
     if "uvloop" in sys.modules:
         _install_uvloop(sys.modules["uvloop"])
-    else:  # imported during the session (not after it: the hook stays registered)
+    elif "uvloop" not in _hooked:  # imported during a session (the hook stays registered)
+        _hooked.add("uvloop")
         import_hooks.after_import("uvloop", lambda module: _install_uvloop(module)
                                   if _core.is_enabled() else None)
     if "asyncio" in sys.modules:
         install()
-        return
-    import_hooks.after_import("asyncio", lambda _module: install() if _core.is_enabled()
-                              else None)
+    elif "asyncio" not in _hooked:
+        _hooked.add("asyncio")
+        import_hooks.after_import("asyncio", lambda _module: install() if _core.is_enabled()
+                                  else None)
+
+
+_hooked: set[str] = set()  # modules whose import arm() waits for (once per process)
 
 
 def uninstall() -> None:
