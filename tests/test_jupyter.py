@@ -126,7 +126,7 @@ def test_notebook_magics(tmp_path: Any) -> None:
     rows = table_rows(out[1])
     assert rows[0].endswith(": fib"), rows
     assert all(n.startswith("/") and "ipykernel_" in n for n in rows), rows  # the cell's file
-    assert "ms of host code" in out[1]
+    assert "ms of it host code" in out[1]
     # %framescope statement: the value is displayed, the summary has 5 rows at most
     assert "49" in out[3]
     assert any(n.endswith(": square") for n in names(tmp_path / "line.json"))

@@ -262,16 +262,18 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
         lines.append(_what(sort_by, scope))
         lines += _table(rows, limit, sort_by, wall, cpu_total, has_memory, wall + host)
         lines += _async_table(spans, limit, sort_by)
+    host_text = ""
     if folded and sum(host_wall) > 0:
-        lines.append(f"[host] {_ms_text(sum(host_wall))} ms of host code (what ran the program: "
-                     f"{_host_code.describe(trace, classes)}) not in the table "
-                     "(show_host=True / --show-host lists it)")
-    lines.append(_time_line(trace, recorded_total, recorded_threads))
+        host_text = (f"; {_ms_text(sum(host_wall))} ms of it host code, not in the table "
+                     f"({_host_code.describe(trace, classes)}; show_host=True / --show-host "
+                     "lists it)")
+    lines.append(_time_line(trace, recorded_total, recorded_threads, host_text))
     return "\n".join(lines)
 
 
-def _time_line(trace: Trace, recorded_ns: int, threads: int) -> str:
-    """Wall time and the time recorded on the threads, and how the two relate, in one line."""
+def _time_line(trace: Trace, recorded_ns: int, threads: int, host_text: str = "") -> str:
+    """Wall time and the time recorded on the threads, and how the two relate, in one line
+    (the table's last), with the host code's share when it is left out."""
     span = max(trace.stop_ns - trace.start_ns, 1)
     line = f"{_ms_text(span)} ms wall; {_ms_text(recorded_ns)} ms recorded "
     if threads > 1:
@@ -284,7 +286,7 @@ def _time_line(trace: Trace, recorded_ns: int, threads: int) -> str:
         line += f"on {threads} thread{'' if threads == 1 else 's'}"
         line += (f" ({100.0 * recorded_ns / span:.0f}% of the wall time: the rest ran outside "
                  "recorded frames)" if recorded_ns < 0.995 * span else "")
-    line += f"; {trace.recorded_events} events"
+    line += host_text + f"; {trace.recorded_events} events"
     if trace.dropped_events:
         line += f", {trace.dropped_events} dropped"
     return line
