@@ -31,7 +31,6 @@ import collections.abc
 import functools
 import itertools
 import sys
-import threading
 import types
 import weakref
 from dataclasses import dataclass, field
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
 #: Prefix of the name of a Task's range.
 PREFIX = "asyncio.Task "
 
-_lock = threading.Lock()
 _installed: dict[str, Any] = {}  # what was replaced: "Handle._run", "to_thread"
 # id(task) -> (weak reference to the Task, its range's name): the names the C replacement of
 # Handle._run asked for (once per Task) and to_thread's ranges use. An id reused by a later Task
@@ -74,32 +72,35 @@ def install() -> None:
     asyncio = sys.modules.get("asyncio")
     if asyncio is None:
         return
-    with _lock:
-        if "Handle._run" in _installed:
-            return
-        task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
-        # Handle._run replaced by a C function (cpp/python/integrations/asyncio_steps.cpp): as
-        # Python code the wrapper cost 10-30% of an asyncio-heavy program.
-        _core._asyncio_steps_install(asyncio.events.Handle, task_types, _task_name)
-        _installed["Handle._run"] = True
+    # No lock: a session starts one at a time, under the GIL, and a lock held when an interrupt
+    # lands inside start() would never be released (tests/test_interrupts.py).
+    if "Handle._run" in _installed:
+        return
+    task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
+    # Handle._run replaced by a C function (cpp/python/integrations/asyncio_steps.cpp): as
+    # Python code the wrapper cost 10-30% of an asyncio-heavy program.
+    _core._asyncio_steps_install(asyncio.events.Handle, task_types, _task_name)
+    _installed["Handle._run"] = True
 
-        to_thread = asyncio.to_thread
+    to_thread = getattr(asyncio, "to_thread", None)
+    if to_thread is None or getattr(to_thread, "_framescope", False):
+        return  # ours already (left by an interrupted start or stop)
 
-        @functools.wraps(to_thread)
-        async def _to_thread(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-            task = asyncio.current_task()
-            if task is None or not isinstance(task, task_types):
-                return await to_thread(func, *args, **kwargs)
-            name = _task_name(task)
+    @functools.wraps(to_thread)
+    async def _to_thread(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        task = asyncio.current_task()
+        if task is None or not isinstance(task, task_types):
+            return await to_thread(func, *args, **kwargs)
+        name = _task_name(task)
 
-            def in_task(*a: Any, **k: Any) -> Any:
-                with _core.record_function(name):
-                    return func(*a, **k)
+        def in_task(*a: Any, **k: Any) -> Any:
+            with _core.record_function(name):
+                return func(*a, **k)
 
-            return await to_thread(in_task, *args, **kwargs)
+        return await to_thread(in_task, *args, **kwargs)
 
-        setattr(asyncio, "to_thread", _to_thread)
-        _installed["to_thread"] = to_thread
+    _to_thread._framescope = True  # type: ignore[attr-defined]
+    setattr(asyncio, "to_thread", _to_thread)
 
 
 class _Steps(collections.abc.Coroutine):  # type: ignore[type-arg]
@@ -195,19 +196,20 @@ _hooked: set[str] = set()  # modules whose import arm() waits for (once per proc
 def uninstall() -> None:
     """Puts back what install() replaced (at the session's stop)."""
     asyncio = sys.modules.get("asyncio")
-    with _lock:
-        _names.clear()
-        uvloop_class = _installed.pop("uvloop", None)
-        if uvloop_class is not None and "create_task" in vars(uvloop_class):
-            delattr(uvloop_class, "create_task")  # the compiled base's again
-        if not _installed or asyncio is None:
-            _installed.clear()
-            return
-        _core._asyncio_steps_uninstall(asyncio.events.Handle)
-        current = getattr(asyncio, "to_thread", None)
-        if getattr(current, "__wrapped__", None) is _installed.get("to_thread"):
-            setattr(asyncio, "to_thread", _installed.pop("to_thread"))
+    _names.clear()
+    uvloop_class = _installed.pop("uvloop", None)
+    if uvloop_class is not None and "create_task" in vars(uvloop_class):
+        delattr(uvloop_class, "create_task")  # the compiled base's again
+    if asyncio is None:
         _installed.clear()
+        return
+    # From what is installed, not from _installed: an interrupt may have cut an earlier start
+    # or stop short between the two (both steps are idempotent).
+    _core._asyncio_steps_uninstall(asyncio.events.Handle)
+    current = getattr(asyncio, "to_thread", None)
+    if getattr(current, "_framescope", False):
+        setattr(asyncio, "to_thread", current.__wrapped__)  # type: ignore[union-attr]
+    _installed.clear()
 
 
 # ---- readers -----------------------------------------------------------------------------------
