@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import shutil
 
+from framescope.unrecorded import unrecorded
+
 #: The mark of a name cut from the left.
 ELLIPSIS = "…"
 
@@ -41,6 +43,7 @@ def fit_name(name: str, width: int) -> str:
     return ELLIPSIS + name[len(name) - (width - len(ELLIPSIS)):].lstrip(": ")
 
 
+@unrecorded  # (key_averages().table() may run while a session records: framescope's work)
 def terminal_columns() -> int:
     """Columns of the terminal (the ``COLUMNS`` variable first; 80 when there is none)."""
     return shutil.get_terminal_size((80, 24)).columns
