@@ -4,8 +4,10 @@ to the terminal."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import sys
 
 from framescope.unrecorded import unrecorded
 
@@ -44,12 +46,24 @@ def fit_name(name: str, width: int) -> str:
 
 
 @unrecorded  # (key_averages().table() may run while a session records: framescope's work)
-def terminal_columns() -> int:
-    """Columns of the terminal (the ``COLUMNS`` variable first; 80 when there is none)."""
+def terminal_columns() -> int | None:
+    """Columns of the terminal the output goes to (``COLUMNS`` first), or None when it goes to
+    no terminal (a pipe, a file, a notebook): tables then keep their natural width."""
+    if "COLUMNS" not in os.environ:
+        try:
+            if not sys.stdout.isatty():
+                return None
+        except (AttributeError, ValueError):  # no stdout, or a closed one
+            return None
     return shutil.get_terminal_size((80, 24)).columns
+
+
+#: Width of a summary's name column when the output goes to no terminal.
+NO_TERMINAL_WIDTH = 120
 
 
 def name_width(fixed: int, least: int = 30) -> int:
     """Width left for a table's name column after ``fixed`` columns of numbers, on this
-    terminal; never under ``least`` (a pipe or a notebook has no width of its own)."""
-    return max(least, terminal_columns() - fixed - 1)
+    terminal (never under ``least``); NO_TERMINAL_WIDTH when the output goes to none."""
+    columns = terminal_columns()
+    return NO_TERMINAL_WIDTH if columns is None else max(least, columns - fixed - 1)

@@ -89,7 +89,9 @@ def build_table(
         name_width = min(name_width, max_name_column_width)
     # On a terminal too narrow for the table, the name column gives way (to 30 at least).
     others = (_COLUMN + _SPACING) * (5 + 2 * with_on_cpu + 2 * profile_memory + 1) + _SPACING
-    name_width = min(name_width, max(30, terminal_columns() - others - 1))
+    columns = terminal_columns()
+    if columns is not None:
+        name_width = min(name_width, max(30, columns - others - 1))
     shapes_width = max(len(str(e.input_shapes)) for e in rows) + 4
     if max_shapes_column_width is not None:
         shapes_width = min(shapes_width, max_shapes_column_width)
