@@ -363,9 +363,15 @@ def test_table_is_torchs_table_for_the_same_numbers() -> None:
         t.overload_name = ""
         theirs.append(t)
     torch_list = torch_profiler_util.EventList(theirs, profile_memory=False, with_flops=False)
+    # Names in full (no width limit): the same text. With a limit torch cuts a name from the
+    # right (losing the function's name); framescope cuts it from the left.
     for sort_by in ("self_cpu_time_total", "cpu_time_total", "count"):
-        assert ours.table(sort_by=sort_by, row_limit=7) == torch_list.table(
-            sort_by=sort_by, row_limit=7)
+        assert ours.table(sort_by=sort_by, row_limit=7, max_name_column_width=None) == \
+            torch_list.table(sort_by=sort_by, row_limit=7, max_name_column_width=None)
+    cut = ours.table(sort_by="count", row_limit=7)
+    names = [line.strip().split("  ")[0] for line in cut.splitlines()]
+    assert any(n.startswith("…") and n.endswith("test_table_is_torchs_table_for_the_same_numbers")
+               for n in names), cut
 
 
 # ---- torch's EventList._remove_dup_nodes: a range nested alone in a range of the same name ----
