@@ -75,9 +75,11 @@ def test_key_averages_and_pstats_fold_host(tmp_path: Any) -> None:
     prof = _run_under_runpy(tmp_path)
     keys = [e.key for e in prof.key_averages()]
     assert "[host]" in keys and not [k for k in keys if "runpy.py" in k or "frozen runpy" in k]
-    assert [k for k in (e.key for e in prof.key_averages(show_host=True)) if "runpy.py" in k or "frozen runpy" in k]
+    shown = [e.key for e in prof.key_averages(show_host=True)]
+    assert [k for k in shown if "runpy.py" in k or "frozen runpy" in k]
     prof.export(str(tmp_path / "p.prof"))
-    funcs = {f[2] for f in pstats.Stats(str(tmp_path / "p.prof")).stats}  # type: ignore[attr-defined]
+    stats = pstats.Stats(str(tmp_path / "p.prof"))
+    funcs = {f[2] for f in stats.stats}  # type: ignore[attr-defined]
     assert "[host]" in funcs and "_run_code" not in funcs and "hot" in funcs
 
 
@@ -104,7 +106,8 @@ def test_traces_keep_host_as_a_category(tmp_path: Any) -> None:
     ev = [e for e in json.loads((tmp_path / "d.json").read_text())["traceEvents"]
           if e.get("ph") == "X"]
     names = [e["name"] for e in ev]
-    assert not [n for n in names if "runpy.py" in n or "frozen runpy" in n] and any(n.endswith(": hot") for n in names)
+    assert not [n for n in names if "runpy.py" in n or "frozen runpy" in n]
+    assert any(n.endswith(": hot") for n in names)
     by_id = {e["args"]["Python id"]: e for e in ev}
     main = next(e for e in ev if e["name"].endswith(": main"))
     parent = by_id.get(main["args"]["Python parent id"])

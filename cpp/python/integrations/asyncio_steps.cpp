@@ -1,5 +1,5 @@
-// cpp/python/integrations/asyncio_steps.cpp: asyncio's Handle._run replaced while a session records, so that
-// each step of a Task runs inside a range named after the Task (framescope._asyncio_tasks).
+// cpp/python/integrations/asyncio_steps.cpp: asyncio's Handle._run, replaced while a session
+// records, runs each step of a Task inside a range named after the Task (_asyncio_tasks).
 //
 // Why C: the replacement runs for every callback an event loop runs; as Python code it cost
 // 10-30% of an asyncio-heavy program (a frame, attribute reads, a dictionary lookup, two calls
