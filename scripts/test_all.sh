@@ -124,7 +124,7 @@ for base_py in "${pythons[@]}"; do
   # tests (a real kernel) and mypy --strict over src on 3.12.
   extra=()
   [ "$version" = 3.11 ] && extra+=("torch==2.13.0" mpi4py torch-tb-profiler HolisticTraceAnalysis)
-  [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel mypy pyarrow duckdb "dask[distributed]" pandas)
+  [ "$version" = 3.12 ] && extra+=(nbclient nbformat ipykernel mypy pyarrow duckdb "dask[distributed]" pandas uvloop)
   if ! py="$(scripts/dev_env.sh "$base_py" "${extra[@]}" | tail -1)"; then
     echo "installing into the $version venv failed; retrying without torch"
     if ! py="$(scripts/dev_env.sh "$base_py" | tail -1)"; then

@@ -244,6 +244,9 @@ def framescope_forest(prof: Any) -> Forest:
     nodes: dict[int, Node] = {}
     out: Forest = {}
     symbols: dict[int, str] = {}
+    # Ranges are not calls: what runs inside one (an asyncio Task's step, framescope's range
+    # around it, framescope._asyncio_tasks) belongs to the nearest call around the range.
+    range_parent: dict[int, int] = {}
     for i in range(len(trace)):
         name, _cat, thread, start, dur, parent, _depth, sym, category = trace.event(i)
         if category == PYTHON_FUNCTION:
@@ -254,8 +257,12 @@ def framescope_forest(prof: Any) -> Forest:
         elif category == C_FUNCTION_CALL:
             node = Node(name, "c", start, start + dur)
         else:
+            if dur >= 0 and name.startswith("asyncio.Task "):
+                range_parent[i] = parent
             continue
         nodes[i] = node
+        while parent in range_parent:
+            parent = range_parent[parent]
         if parent >= 0:
             if parent not in nodes:
                 raise AssertionError(f"framescope: event {i} ({name}) nests in a non-call event")
@@ -263,6 +270,12 @@ def framescope_forest(prof: Any) -> Forest:
         else:
             out.setdefault(threads[thread][1], []).append(node)
     return out
+
+
+# framescope's wrappers of the program's calls (framescope._asyncio_tasks: asyncio.to_thread
+# and the function it runs on the executor's thread): unrecorded like all framescope frames,
+# their callees are recorded as the caller's; the ground truth keeps them the same way.
+_TRANSPARENT = ("_to_thread (", "in_task (")
 
 
 def prune(forest: Forest, drop_file_prefixes: tuple[str, ...]) -> Forest:
@@ -273,6 +286,9 @@ def prune(forest: Forest, drop_file_prefixes: tuple[str, ...]) -> Forest:
         out = []
         for n in nodes:
             if n.kind == "py" and n.key.rsplit(" (", 1)[-1].startswith(drop_file_prefixes):
+                if n.key.startswith(_TRANSPARENT):  # a wrapper: what it calls is the program's
+                    # (its own builtin calls are not recorded, as any unrecorded frame's)
+                    out.extend(keep([c for c in n.children if c.kind != "c"]))
                 continue
             out.append(Node(n.key, n.kind, n.start, n.end, keep(n.children)))
         return out

@@ -365,10 +365,11 @@ def test_memory_limit_warning_is_printed_once() -> None:
 
 
 def test_record_memory_wrong_call_names_its_arguments() -> None:
-    with pytest.raises(TypeError, match=r"record_memory\(address: int, bytes: int, "
-                                        r"total_allocated: int, total_reserved: int = 0, "
-                                        r"device: int = -1\)"):
+    with pytest.raises(TypeError, match=r"record_memory\(\) missing 2 required positional "
+                                        r"arguments: 'bytes' and 'total_allocated'"):
         framescope.record_memory(5)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"record_memory\(\): bytes must be an int"):
+        framescope.record_memory(5, "8", 8)  # type: ignore[arg-type]
 
 
 def test_calls_into_framescope_are_not_recorded_as_builtins() -> None:

@@ -79,7 +79,7 @@ def expected_from_events(prof: framescope.profile) -> dict[str, tuple[int, int, 
 def test_attributes_match_the_events_exactly() -> None:
     with framescope.profile() as prof:
         workload()
-    avgs = by_key(prof.key_averages())
+    avgs = by_key(prof.key_averages(show_host=True))  # the events hold pytest's frames too
     expected = expected_from_events(prof)
     fib_key = next(k for k in avgs if k.endswith(": fib"))
     assert avgs[fib_key].count == 465  # calls of fib(12)
@@ -363,9 +363,15 @@ def test_table_is_torchs_table_for_the_same_numbers() -> None:
         t.overload_name = ""
         theirs.append(t)
     torch_list = torch_profiler_util.EventList(theirs, profile_memory=False, with_flops=False)
+    # Names in full (no width limit): the same text. With a limit torch cuts a name from the
+    # right (losing the function's name); framescope cuts it from the left.
     for sort_by in ("self_cpu_time_total", "cpu_time_total", "count"):
-        assert ours.table(sort_by=sort_by, row_limit=7) == torch_list.table(
-            sort_by=sort_by, row_limit=7)
+        assert ours.table(sort_by=sort_by, row_limit=7, max_name_column_width=None) == \
+            torch_list.table(sort_by=sort_by, row_limit=7, max_name_column_width=None)
+    cut = ours.table(sort_by="count", row_limit=7)
+    names = [line.strip().split("  ")[0] for line in cut.splitlines()]
+    assert any(n.startswith("…") and n.endswith("test_table_is_torchs_table_for_the_same_numbers")
+               for n in names), cut
 
 
 # ---- torch's EventList._remove_dup_nodes: a range nested alone in a range of the same name ----
@@ -486,12 +492,12 @@ def test_summary_limit_minus_one_shows_every_row() -> None:
     with framescope.profile() as prof:
         workload()
     def rows(limit: int) -> list[str]:
-        return [ln for ln in prof.summary(limit=limit).splitlines()
+        return [ln for ln in prof.summary(limit=limit, show_host=True).splitlines()
                 if re.match(r"^\s+\d+\s", ln)]
 
     # Every key: nothing nests alone in its namesake here, so the summary's rows are
     # key_averages()'s entries.
-    assert len(rows(-1)) == len(prof.key_averages()) > 2
+    assert len(rows(-1)) == len(prof.key_averages(show_host=True)) > 2
     assert len(rows(2)) == 2 and rows(0) == []
     assert prof.summary(by_thread="yes")  # type: ignore[arg-type]  # truthy, as torch's flags
 

@@ -63,12 +63,30 @@ def test_one_trace_per_test_and_a_table(pytester: pytest.Pytester) -> None:
         "test_suite.py.test_thread.json",
         "test_suite.py.test_uses_fixture.json",
     ]
-    # each trace holds its test: the fixture (setup), the test function, its helper calls
+    # each trace holds its test and starts there: a range per phase, the fixture's frames under
+    # "setup", the test function under "call", no frame of pytest or pluggy; one thread_name
+    # per thread
+    doc = json.loads((pytester.path / "traces" / "test_suite.py.test_uses_fixture.json")
+                     .read_text())
     ev = events_of(pytester.path / "traces" / "test_suite.py.test_uses_fixture.json")
     names = [e["name"] for e in ev]
     assert any(n.endswith(": data") for n in names)
     assert any(n.endswith(": test_uses_fixture") for n in names)
     assert not any(n.endswith(": test_param") for n in names)
+    assert not [n for n in names if n.startswith(("_pytest/", "pluggy/", "<frozen runpy>"))]
+    roots = [e for e in ev if e["args"].get("Python parent id", None) is None
+             and "Ev Idx" in e["args"]]
+    assert [e["name"] for e in sorted(roots, key=lambda e: e["ts"])] == \
+        ["setup", "call", "teardown"]
+    by_name = {e["name"]: e for e in ev}
+    fixture = next(e for e in ev if e["name"].endswith(": data"))
+    test_fn = next(e for e in ev if e["name"].endswith(": test_uses_fixture"))
+    for phase, e in (("setup", fixture), ("call", test_fn)):
+        r = by_name[phase]
+        assert r["ts"] <= e["ts"] and e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 1
+    meta = [(e["pid"], e["tid"]) for e in doc["traceEvents"]
+            if e.get("ph") == "M" and e["name"] == "thread_name"]
+    assert len(meta) == len(set(meta))
     # the helper thread's calls are in the thread test's trace, on another tid
     ev = events_of(pytester.path / "traces" / "test_suite.py.test_thread.json")
     helper = [e for e in ev if e["name"].endswith(": slow_helper")]
@@ -81,11 +99,27 @@ def test_one_trace_per_test_and_a_table(pytester: pytest.Pytester) -> None:
     table = out.split("by self time:")[1].splitlines()[2:]
     rows = [line.split() for line in table if line.strip().endswith("slow_helper")]
     assert len(rows) == 1 and int(rows[0][0]) == 6, table
-    table_text = out.split("by self time:")[1].split("framescope:")[0]
-    assert "_pytest/" not in table_text
-    # pytest's reporting of the failure (inspect, ast: formatting the traceback) is not traced
-    assert "getmodule" not in table_text and "ast.py(33): parse" not in table_text
+    table_text = out.split("by self time:")[1].split("[host]")[0]
+    assert "_pytest/" not in table_text and "pluggy/" not in table_text
+    # what pytest ran (fixture lookup through inspect.signature, contextlib helpers, reporting
+    # the failure through inspect and ast) is host time: in the [host] line, not the table
+    for noise in ("getmodule", "ast.py(33): parse", "_signature_from_callable", "contextlib",
+                  "inspect.py"):
+        assert noise not in table_text, noise
+    assert "[host]" in out
     result.stdout.fnmatch_lines(["framescope: 6 traces written to *traces"])
+
+
+def test_show_host_keeps_pytest_frames(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x():\n    sum(range(100))\n")
+    result = pytester.runpytest_subprocess("--framescope=t", "--framescope-show-host",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    ev = events_of(pytester.path / "t" / "test_x.py.test_x.json")
+    pluggy = [e for e in ev if e["name"].startswith("pluggy/")]
+    assert pluggy and {e["cat"] for e in pluggy} == {"host"}
+    assert next(e for e in ev if e["name"].endswith(": test_x"))["cat"] == "python_function"
+    assert "pluggy/" in result.stdout.str().split("by self time:")[1]
 
 
 def test_default_dir_and_marker(pytester: pytest.Pytester) -> None:

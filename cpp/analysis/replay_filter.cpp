@@ -1,5 +1,5 @@
 // cpp/analysis/replay_filter.cpp: leaves short (min_duration_ns) and deep (max_depth) slices
-// out of a replay, renumbering what is kept.
+// out of a replay, renumbering what is kept, and marks or folds host code (HostVisitor).
 //
 // Streaming, with a delay: whether a slice is kept is known only at its end (its duration), and
 // a kept slice makes every slice around it kept (they are longer). So a slice's begin is held
@@ -161,11 +161,151 @@ class FilteringVisitor final : public TraceVisitor {
   uint64_t next_index_ = 0;
 };
 
+// Marks (or folds) the slices of host code. A slice is host when its symbol's class is 1, or
+// when its class is 2 (the standard library, a builtin) and the slice around it is host: the
+// tokenize call of IPython's compiler is the kernel's time, the same call from the cell the
+// cell's. One bool per open slice; the decision per symbol was made once by the reader.
+class HostVisitor final : public TraceVisitor {
+ public:
+  HostVisitor(TraceVisitor& d, const ReplayFilter& f) : d_(d), f_(f) {}
+
+  void begin_trace(const TraceView& view) override { d_.begin_trace(view); }
+  void begin_thread(uint32_t thread) override {
+    stack_.clear();
+    d_.begin_thread(thread);
+  }
+  void end_thread(uint32_t thread) override { d_.end_thread(thread); }
+  void end_trace() override { d_.end_trace(); }
+
+  void slice_begin(const Slice& s) override {
+    Slice out = s;
+    const bool host = is_host(s);
+    if (drop_) {
+      Open o{s.index, host, {}};
+      if (!host) {
+        o.out = renumbered(s);
+        d_.slice_begin(o.out);
+      }
+      stack_.push_back(o);
+      return;
+    }
+    stack_.push_back(Open{s.index, host, {}});
+    d_.slice_begin(mark(out, host));
+  }
+  void slice_end(const Slice& s) override {
+    // Slices end innermost first except a range that outlived its frame: found by index.
+    size_t i = stack_.size();
+    while (i-- > 0) {
+      if (stack_[i].index == s.index) break;
+    }
+    if (i >= stack_.size()) return;
+    const Open o = stack_[i];
+    stack_.erase(stack_.begin() + long(i));
+    if (drop_) {
+      if (o.host) return;
+      Slice out = o.out;
+      out.dur_ns = s.dur_ns;
+      out.open_at_stop = s.open_at_stop;
+      d_.slice_end(out);
+      return;
+    }
+    Slice out = s;
+    d_.slice_end(mark(out, o.host));
+  }
+  void instant(const Slice& s) override { d_.instant(drop_ ? renumbered(s) : s); }
+  void async_slice(const Slice& s) override {
+    Slice out = s;
+    const bool host = is_host(s);
+    if (drop_) {
+      if (!host) d_.async_slice(renumbered(s));
+      return;
+    }
+    d_.async_slice(mark(out, host));
+  }
+  void memory(const MemorySample& m) override { d_.memory(m); }
+
+ private:
+  struct Open {
+    uint64_t index;
+    bool host;
+    Slice out;  // as reported (kDrop: renumbered)
+  };
+
+  // kDrop: a new index in begin order, the nearest reported slice around it as parent.
+  Slice renumbered(const Slice& s) {
+    Slice out = s;
+    out.index = next_index_++;
+    out.parent = -1;
+    out.depth = 0;
+    for (size_t k = stack_.size(); k-- > 0;) {
+      if (!stack_[k].host) {
+        out.parent = int64_t(stack_[k].out.index);
+        out.depth = stack_[k].out.depth + 1;
+        break;
+      }
+    }
+    return out;
+  }
+
+  uint8_t class_of(uint32_t symbol) const {
+    const std::vector<uint8_t>* c = f_.symbol_classes.get();
+    return c && symbol < c->size() ? (*c)[symbol] : 2;
+  }
+
+  bool is_host(const Slice& s) const {
+    const uint8_t c = class_of(s.symbol);
+    if (c == 1) return true;
+    if (c == 0) return false;
+    const bool frame =
+        s.category == EventCategory::kPythonFunction || s.category == EventCategory::kCFunction;
+    return frame && !stack_.empty() && stack_.back().host;
+  }
+
+  Slice& mark(Slice& s, bool host) const {
+    s.host = host;
+    if (host && f_.host_mode == ReplayFilter::HostMode::kFold) {
+      s.symbol = f_.host_symbol;
+      s.category = EventCategory::kPythonFunction;  // one "[host]" key, builtins included
+    }
+    return s;
+  }
+
+  TraceVisitor& d_;
+  const ReplayFilter f_;
+  const bool drop_ = f_.host_mode == ReplayFilter::HostMode::kDrop;
+  std::vector<Open> stack_;
+  uint64_t next_index_ = 0;
+};
+
+// The filter in front of the host visitor, owning it.
+class Chain final : public TraceVisitor {
+ public:
+  Chain(TraceVisitor& downstream, const ReplayFilter& f)
+      : host_(downstream, f), filter_(host_, f) {}
+  void begin_trace(const TraceView& view) override { filter_.begin_trace(view); }
+  void begin_thread(uint32_t thread) override { filter_.begin_thread(thread); }
+  void slice_begin(const Slice& s) override { filter_.slice_begin(s); }
+  void slice_end(const Slice& s) override { filter_.slice_end(s); }
+  void instant(const Slice& s) override { filter_.instant(s); }
+  void async_slice(const Slice& s) override { filter_.async_slice(s); }
+  void memory(const MemorySample& m) override { filter_.memory(m); }
+  void end_thread(uint32_t thread) override { filter_.end_thread(thread); }
+  void end_trace() override { filter_.end_trace(); }
+
+ private:
+  HostVisitor host_;
+  FilteringVisitor filter_;
+};
+
 }  // namespace
 
 std::unique_ptr<TraceVisitor> make_filtering_visitor(TraceVisitor& downstream,
                                                      const ReplayFilter& filter) {
-  return std::make_unique<FilteringVisitor>(downstream, filter);
+  if (filter.host_mode == ReplayFilter::HostMode::kNone) {
+    return std::make_unique<FilteringVisitor>(downstream, filter);
+  }
+  if (!filter.drops()) return std::make_unique<HostVisitor>(downstream, filter);
+  return std::make_unique<Chain>(downstream, filter);
 }
 
 }  // namespace framescope

@@ -184,6 +184,12 @@ void StoredTrace::visit(TraceVisitor& visitor) const {
 StoredTrace StoredTrace::with_filter(const ReplayFilter& filter) const {
   StoredTrace out(*this);
   out.filter_ = filter;
+  if (filter.host_mode == ReplayFilter::HostMode::kFold) {
+    // Folded host frames are reported as one symbol of this view's own table.
+    Symbol host;
+    host.name = host.function = "[host]";
+    out.filter_.host_symbol = out.intern(host);
+  }
   out.event_count_.store(-1);
   return out;
 }

@@ -191,7 +191,7 @@ class ChromeWriter final : public TraceVisitor {
     write_event(s, 'b');
     sep();
     out_.put("{\"ph\":\"e\",\"cat\":\"");
-    out_.put(category_name(s.category));
+    out_.put(s.host ? "host" : category_name(s.category));
     out_.put("\",\"name\":\"");
     out_.put(names_[s.symbol]);
     out_.put("\",\"id\":");
@@ -306,7 +306,11 @@ class ChromeWriter final : public TraceVisitor {
     out.put(ph);
     out.put(ph == 'i' ? "\",\"s\":\"t\",\"cat\":\"" : "\",\"cat\":\"");
     // (a hand-made Trace may hold any byte as a category)
-    out.put(size_t(s.category) < 6 ? category_names_[size_t(s.category)] : "other");
+    if (s.host) {
+      out.put("host");  // host code (framescope._host_code), kept apart for whoever wants it
+    } else {
+      out.put(size_t(s.category) < 6 ? category_names_[size_t(s.category)] : "other");
+    }
     out.put("\",\"name\":\"");
     out.put(name);
     out.put('"');

@@ -208,7 +208,7 @@ class PerfettoWriter final : public TraceVisitor {
         e.uint(kEvTrackUuid, uuid);
         if (k == 0) {
           e.bytes(kEvName, names_[s.symbol]);
-          e.bytes(22, category_name(s.category));  // TrackEvent.categories
+          e.bytes(22, s.host ? "host" : category_name(s.category));  // TrackEvent.categories
         }
         pp.uint(kPacketTimestamp, uint64_t(k == 0 ? s.start_ns : s.start_ns + s.dur_ns));
         pp.uint(kPacketClockId, kClockBoottime);
@@ -290,7 +290,7 @@ class PerfettoWriter final : public TraceVisitor {
     // The common case (no interning, no args) is assembled in place: packet tag, a one-byte
     // length filled in afterwards, then the fields.
     const bool begins = type != kSliceEnd;
-    const uint32_t cat = uint32_t(s.category) + 1;
+    const uint32_t cat = s.host ? 7 : uint32_t(s.category) + 1;  // 7: "host" (fits the mask)
     const Symbol& sym = view_->symbols[s.symbol];
     const bool has_location = begins && !sym.file.empty() && sym.file != "~";
     const bool need_name = begins && interned_gen_[s.symbol] != gen_;
@@ -343,7 +343,7 @@ class PerfettoWriter final : public TraceVisitor {
       Pb ep{entry};
       if (need_cat) {
         ep.uint(1, cat);
-        ep.bytes(2, category_name(s.category));
+        ep.bytes(2, s.host ? "host" : category_name(s.category));
         ip.bytes(1, entry);  // InternedData.event_categories
         categories_interned_ |= 1u << cat;
       }

@@ -19,6 +19,7 @@ void bind_trace_processes(nb::module_& m);  // bindings/bindings_processes.cpp
 bool bench_hooks_init(PyObject* module);    // bench/bench_hooks.cpp (benchmarks)
 bool torch_ops_init(PyObject* module);      // integrations/torch_ops.cpp (profile(torch_ops=True))
 bool term_signal_init(PyObject* module);    // integrations/term_signal.cpp (framescope.follow)
+bool asyncio_steps_init(PyObject* module);  // integrations/asyncio_steps.cpp (_asyncio_tasks)
 namespace fallback {
 // tracer/builtin_names.cpp: the module's nanobind functions are framescope's own builtins,
 // never recorded as the program's C calls (framescope.mark() under c_calls=True).
@@ -46,7 +47,8 @@ NB_MODULE(_core, m) {
   framescope::py::bind_session_control(m);
   if (!framescope::py::record_function_init(m.ptr()) || !framescope::py::c_api_init(m.ptr()) ||
       !framescope::py::eval_frame_api_init(m.ptr()) || !framescope::py::bench_hooks_init(m.ptr()) ||
-      !framescope::py::torch_ops_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr())) {
+      !framescope::py::torch_ops_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr()) ||
+      !framescope::py::asyncio_steps_init(m.ptr())) {
     throw nb::python_error();
   }
   framescope::py::fallback::register_own_functions(m.ptr());  // once every function is defined

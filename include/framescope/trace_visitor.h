@@ -41,6 +41,8 @@ struct Slice {
   EventCategory category = EventCategory::kOther;
   bool async_end = false;     ///< a range ended on another thread (reported by async_slice)
   bool open_at_stop = false;  ///< still open at stop, closed at the stop time
+  /// Host code (ReplayFilter::host_mode): writers give it the category "host".
+  bool host = false;
 };
 
 /// The tables a visitor needs besides the events: valid from begin_trace() to end_trace().

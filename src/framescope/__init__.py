@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from framescope._core import is_enabled, mark, record_function, record_memory
+from framescope._core import record_function
+from framescope._public_functions import is_enabled, mark, record_memory
 from framescope import eval_frame
 from framescope._version import __version__ as __version__
 from framescope.events import Event, EventList, MemoryEvent

@@ -243,6 +243,13 @@ def _with_filter(trace: Trace, min_duration_ns: int = 0, max_depth: int = 0) -> 
     """The same events read without slices shorter than ``min_duration_ns`` or deeper than
     ``max_depth`` Python frames (0: no limit); ValueError for a negative duration."""
 
+def _with_host(trace: Trace, classes: bytes, fold: bool, drop: bool = False) -> Trace:
+    """The same events with host code marked (category "host" in Chrome JSON and Perfetto),
+    with ``fold`` every host frame named "[host]", with ``drop`` host frames left out (what
+    they enclose kept, re-parented); ``classes``: one byte per symbol (0 the
+    program's, 1 host, 2 the class of its caller; see framescope._host_code). ValueError for a
+    byte above 2."""
+
 def _key_averages(
     trace: Trace,
     group_by_input_shape: bool = False,
@@ -284,6 +291,15 @@ def _save_on_sigterm(callback: Callable[[], bool], /) -> bool:
     """On SIGTERM, calls callback() from a thread of framescope's (which records nothing) and
     ends the process by SIGTERM when it returns true; False when SIGTERM already has a handler
     (cpp/python/integrations/term_signal.cpp, used by framescope.follow)."""
+
+# --- asyncio (cpp/python/integrations/asyncio_steps.cpp; used by framescope._asyncio_tasks)
+
+def _asyncio_steps_install(handle_class: type, task_types: tuple[type, ...],
+                           namer: Callable[[Any], str]) -> None:
+    """Replaces handle_class._run: a callback bound to an instance of task_types runs inside a
+    range named namer(task) (asked once per Task). Idempotent."""
+def _asyncio_steps_uninstall(handle_class: type) -> None:
+    """Puts handle_class._run back and forgets the Tasks."""
 
 # --- torch ops (cpp/python/integrations/torch_ops.cpp; used by framescope.torch_ops)
 

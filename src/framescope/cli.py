@@ -103,6 +103,11 @@ def _add_recording_options(run: argparse.ArgumentParser) -> None:
                      help="summary order (default: self time; on_cpu: self time on CPU)")
     run.add_argument("--by-thread", action="store_true",
                      help="one summary table per thread, in percent of its own time")
+    run.add_argument("--by-task", action="store_true",
+                     help="one summary row per asyncio Task: its steps, time running and "
+                          "awaiting, its hottest functions")
+    run.add_argument("--show-host", action="store_true",
+                     help="list host code (framescope, runpy, a test runner) in the summary")
     run.add_argument("--memory-limit", default=None, type=_memory_limit_arg,
                      help="event buffer limit, e.g. 512MiB or 1.5GB (default: 1GiB; with "
                           "--stream 64MiB)")
@@ -512,7 +517,9 @@ class _Finisher:
         if opts.limit != 0:
             try:
                 _say(self.prof.summary(limit=opts.limit, sort_by=opts.sort,
-                                       by_thread=opts.by_thread))
+                                       by_thread=opts.by_thread,
+                                       show_host=getattr(opts, "show_host", False),
+                                       by_task=getattr(opts, "by_task", False)))
             except ValueError as e:  # e.g. no CPU times: the sampler thread could not start
                 _say(f"framescope: no summary: {e}")
         _say(f"framescope: trace written to {opts.output} (backend: {self.prof.backend})")

@@ -72,7 +72,8 @@ def add_trace_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     convert.add_argument("-f", "--format", choices=_FORMAT_CHOICES, default=None,
                          help="output format (default: from the output's extension)")
     summary = sub.add_parser("summary", help="print the summary table of a saved trace")
-    summary.add_argument("input", help="a trace saved with profile.save() or -o x.fstrace")
+    summary.add_argument("input", help="a trace saved with profile.save() or -o x.fstrace, or "
+                                       "a Chrome JSON trace (framescope's, torch.profiler's)")
     summary.add_argument("--limit", type=int, default=20, help="rows (default: 20; -1: every row)")
     summary.add_argument("--sort", choices=["self", "total", "calls", "on_cpu", "memory"],
                          default="self",
@@ -80,6 +81,11 @@ def add_trace_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
                               "bytes allocated, for a trace recorded with profile_memory)")
     summary.add_argument("--by-thread", action="store_true",
                          help="one table per thread, in percent of its own time")
+    summary.add_argument("--by-task", action="store_true",
+                         help="one row per asyncio Task (its steps, time running and awaiting)")
+    summary.add_argument("--show-host", action="store_true",
+                         help="list the functions of host code too (a Jupyter kernel, pytest, "
+                              "framescope; by default their total is one line under the table)")
 
 
 def _convert_paths(opts: argparse.Namespace) -> str | None:
@@ -108,6 +114,16 @@ def run_trace_command(opts: argparse.Namespace) -> int:
             return write_dataset_command("convert", list(opts.paths), opts.to)
         if is_dataset_output(opts.output):  # convert in.fstrace DIR/
             return write_dataset_command("convert", [opts.input], opts.output)
+    if opts.command == "summary":
+        from framescope._chrome_summary import is_chrome_json, summary_of_chrome
+
+        if is_chrome_json(opts.input):
+            try:
+                print(summary_of_chrome(opts.input, opts.limit))
+            except (OSError, ValueError) as exc:
+                print(f"framescope summary: {error_text(exc)}", file=sys.stderr)
+                return 1
+            return 0
 
     try:
         prof = load(opts.input)
@@ -116,7 +132,8 @@ def run_trace_command(opts: argparse.Namespace) -> int:
         return 1
     if opts.command == "summary":
         try:
-            print(prof.summary(limit=opts.limit, sort_by=opts.sort, by_thread=opts.by_thread))
+            print(prof.summary(limit=opts.limit, sort_by=opts.sort, by_thread=opts.by_thread,
+                               show_host=opts.show_host, by_task=opts.by_task))
         except ValueError as exc:  # no CPU times / no memory samples in this trace
             print(f"framescope summary: {exc}", file=sys.stderr)
             return 1

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Collection, Literal
 
-from framescope import _arguments
+from framescope import _arguments, _core
 
 if TYPE_CHECKING:
     from framescope._core import Trace
@@ -75,14 +75,31 @@ def check_compression(name: str, path: str) -> None:
         raise ValueError(f"{_UNCOMPRESSED[name]}: use {path[:-3]!r}, not {path!r}")
 
 
-def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None) -> None:
-    """Writes ``trace`` to ``path`` in ``format`` (from the extension when None)."""
+def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None,
+                 extra_host: Collection[str] = (),
+                 host: Literal["mark", "drop", "show"] = "mark") -> None:
+    """Writes ``trace`` to ``path`` in ``format`` (from the extension when None).
+
+    Host code (framescope._host_code; ``extra_host`` names more files): with ``host="mark"``
+    it is kept in traces with the category "host" (Chrome JSON, Perfetto) and folded into one
+    ``[host]`` function in pstats and the HTML report; ``"drop"`` leaves it out of traces
+    (what it called kept: the trace starts at the program's code), folded in pstats and the
+    report; ``"show"`` marks it in traces and lists its functions in pstats and the report.
+    ``.fstrace`` always keeps what was recorded, unmarked."""
     p = _arguments.path(path)
     if format is not None and not isinstance(format, str):
         raise TypeError(f"format must be a str (e.g. 'chrome', 'perfetto') or None, not "
                         f"{type(format).__name__}")
     name = format_name(format) if format is not None else format_for_path(p)
     check_compression(name, p)
+    if name != "fstrace":
+        from framescope import _host_code
+
+        classes = _host_code.symbol_classes(trace, extra_host)
+        if _host_code.HOST in classes:
+            summary = name in ("pstats", "html")
+            trace = _core._with_host(trace, classes, summary and host != "show",
+                                     host == "drop" and not summary)
     if name == "fstrace":
         trace.save(p)
     elif name == "html":  # the report page (framescope.report), written in Python
@@ -95,6 +112,13 @@ def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None 
         write_parquet(trace, p)
     else:
         trace.export(p, name)
+        if name in ("chrome", "perfetto"):  # asyncio Tasks as tracks of their own
+            from framescope import _asyncio_tracks
+
+            if name == "chrome":
+                _asyncio_tracks.add_chrome_tracks(trace, p)
+            else:
+                _asyncio_tracks.add_perfetto_tracks(trace, p)
 
 
 def write_pstats(trace: Trace, path: str) -> None:

@@ -45,6 +45,7 @@ import time
 from typing import Any, Callable
 
 from framescope import _core, clock_sync, processes
+from framescope.unrecorded import unrecorded
 
 ENV = "FRAMESCOPE_FOLLOW"
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
@@ -281,11 +282,26 @@ def _exec_follows(caller: Any) -> bool:
         os.path.basename(code.co_filename) == "subprocess.py"
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _fork_caller() -> Any:
+    """The frame that called os.fork (past framescope's own frames: the fork hooks run
+    unrecorded, through framescope.unrecorded's wrapper)."""
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    return frame
+
+
+# The fork hooks and the save at exit run unrecorded: what they call (json, secrets, signal,
+# enum, warnings...) is framescope's work, not the program's, in the trace of a forking program.
+@unrecorded
 def _after_fork_in_parent() -> None:
     # Counted, so that the end of this process waits for the child's marker: the child writes it
     # right after the fork, but this process may reach its end first.
     if _recording.get("pid") == os.getpid() and _following_forks() and \
-            not _exec_follows(sys._getframe(1)):
+            not _exec_follows(_fork_caller()):
         _recording["forks"] += 1
 
 
@@ -314,10 +330,11 @@ def await_forked_children(timeout_s: float = WAIT_FOR_CHILDREN_S) -> int:
         time.sleep(0.005)
 
 
+@unrecorded
 def _after_fork_in_child() -> None:
     """In a child forked while this process recorded: its session goes on (the core's fork
     handlers), so it only needs what a followed child has."""
-    if not _following_forks() or _exec_follows(sys._getframe(1)):
+    if not _following_forks() or _exec_follows(_fork_caller()):
         return
     _recording.update(pid=os.getpid(), forks=0)  # from now on: this process's own forks
     try:
@@ -342,6 +359,7 @@ def _enable_torch_ops_on_import(prof: Any) -> None:
     import_hooks.after_import("torch", enable)
 
 
+@unrecorded
 def _finish() -> None:
     """Stops the child's session and saves its trace (once; only in the process that started
     it: a fork of the child inherits this atexit hook but not the session). A second caller

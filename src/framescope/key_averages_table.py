@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from framescope._names import fit_name, terminal_columns
+
 if TYPE_CHECKING:
     from framescope.key_averages import FunctionEventAvg, KeyAverages
 
@@ -57,11 +59,7 @@ def _time(time_us: float | None, unit: str | None) -> str:
 
 
 def _trim_path(path: str, width: int) -> str:
-    if len(path) > width:
-        path = path[len(path) - width:]
-        if len(path) > 3:
-            path = "..." + path[3:]
-    return path
+    return fit_name(path, width)
 
 
 def build_table(
@@ -89,6 +87,11 @@ def build_table(
     name_width = max(len(e.key) for e in rows) + 4
     if max_name_column_width is not None:
         name_width = min(name_width, max_name_column_width)
+    # On a terminal too narrow for the table, the name column gives way (to 30 at least).
+    others = (_COLUMN + _SPACING) * (5 + 2 * with_on_cpu + 2 * profile_memory + 1) + _SPACING
+    columns = terminal_columns()
+    if columns is not None:
+        name_width = min(name_width, max(30, columns - others - 1))
     shapes_width = max(len(str(e.input_shapes)) for e in rows) + 4
     if max_shapes_column_width is not None:
         shapes_width = min(shapes_width, max_shapes_column_width)
@@ -147,9 +150,8 @@ def build_table(
         if top_level_events_only and not e.is_top_level:
             continue
         shown += 1
-        name = e.key
-        if max_name_column_width is not None and len(name) >= max_name_column_width - 3:
-            name = name[: max_name_column_width - 3] + "..."
+        # Cut from the left (torch cuts from the right): the function's name stays.
+        name = fit_name(e.key, name_width - 1) if len(e.key) > name_width - 1 else e.key
         values: list[object] = [
             name,
             _format_time_share(e.self_cpu_time_total, sum_self),

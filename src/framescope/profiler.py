@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import site
 import sys
@@ -10,7 +11,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
-from framescope import _arguments, _core, _tracemalloc_guard, processes, ranks
+from framescope import _arguments, _asyncio_tasks, _core, _tracemalloc_guard, processes, ranks
 from framescope._activities import check_torch_only, resolve_activities
 # Imported now, not when summary() first runs: framescope run prints the summary at interpreter
 # exit, where creating analysis's NamedTuple (an eval() of generated code) would reset CPython's
@@ -406,6 +407,9 @@ class profile:
         # Files of the program launching the profiled code (framescope run: the console script,
         # runpy): never recorded, like framescope's own.
         self._launcher_files: list[str] = []
+        # More files of host code than framescope._host_code knows (the %%framescope cell).
+        self._host_files: tuple[str, ...] = ()
+        self._host_export: Literal["mark", "drop", "show"] = "mark"  # see export_trace
         self._steps = StepDriver(self, schedule)
         self._trace: _core.Trace | None = None
         self._filtered: tuple[_core.Trace, _core.Trace] | None = None  # (recorded, as read)
@@ -466,6 +470,7 @@ class profile:
             _tracemalloc_guard.install()
         self._clock = processes.session_starting()
         self._started_pid = os.getpid()
+        _asyncio_tasks.arm()  # asyncio Tasks' steps as ranges (nothing runs without a loop)
         return {
             "record_shapes": self.record_shapes,
             "profile_memory": self.profile_memory,
@@ -489,6 +494,7 @@ class profile:
 
     @unrecorded
     def _after_stop(self) -> None:
+        _asyncio_tasks.uninstall()
         if self._trace is not None:  # names this process in its trace (framescope.processes)
             processes.session_stopped(self._trace, self._clock)
             if self._stream_to and ranks.current() is not None and \
@@ -676,7 +682,8 @@ class profile:
         """
         from framescope.export import export_trace
 
-        export_trace(self.trace, ranks.expand_rank(path), format)
+        export_trace(self.trace, ranks.expand_rank(path), format, extra_host=self._host_files,
+                     host=self._host_export)
 
     @unrecorded
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -695,8 +702,14 @@ class profile:
         p = _fspath(path)
         if max_nodes is not None:
             _arguments.integer("export_html(): max_nodes", max_nodes, 1, 2**31 - 1)
-        data = report.from_trace(self.trace, os.path.basename(p))
+        data = report.from_trace(self._host_folded(), os.path.basename(p))
         report.write(data, p, max_nodes=max_nodes or report.DEFAULT_MAX_NODES)
+
+    def _host_folded(self) -> _core.Trace:
+        """The trace with every host frame (framescope._host_code) named "[host]"."""
+        from framescope import _host_code
+
+        return _host_code.host_view(self.trace, True, self._host_files)
 
     @unrecorded
     def stats(self) -> list[tuple[str, int, int, int]]:
@@ -705,20 +718,23 @@ class profile:
 
     @unrecorded
     def key_averages(
-        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
+        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+        show_host: bool = False,
     ) -> KeyAverages:
         """Averages of every function, range and builtin, as ``torch.profiler``'s
         ``key_averages()``: one FunctionEventAvg per name (and input shapes, and the innermost
         ``group_by_stack_n`` Python frames that called it, when asked), with torch's attribute
         names and units (µs, bytes) plus ``on_cpu_time_total`` / ``self_on_cpu_time_total``.
-        ``.table(sort_by=..., row_limit=...)`` prints torch's table."""
+        ``.table(sort_by=..., row_limit=...)`` prints torch's table. Host code (the Jupyter
+        kernel, pytest, framescope; framescope._host_code) is one ``[host]`` entry unless
+        ``show_host``."""
         from framescope.key_averages import KeyAverages, key_averages
 
         if self._trace is None and self._steps.record_steps and self._steps.stopped:
             # As torch.profiler: a schedule stopped before any active step averages nothing.
             return KeyAverages(profile_memory=self.profile_memory, with_flops=self.with_flops)
         return key_averages(
-            self.trace,
+            self.trace if show_host else self._host_folded(),
             group_by_input_shape=group_by_input_shape,
             group_by_stack_n=group_by_stack_n,
             profile_memory=self.profile_memory,
@@ -731,6 +747,8 @@ class profile:
         limit: int = 20,
         sort_by: Literal["self", "total", "calls", "on_cpu", "memory"] = "self",
         by_thread: bool = False,
+        show_host: bool = False,
+        by_task: bool = False,
     ) -> str:
         """A table of the top functions and ranges by self time, total time, call count, self
         time on CPU (``"on_cpu"``) or bytes allocated (``"memory"``, with ``profile_memory``),
@@ -738,11 +756,21 @@ class profile:
         Percentages are of the time recorded on the threads (never above 100%); the first line
         says what was measured (wall time or time on CPU). Ranges ended on another thread than
         their own are async spans, listed under the table with their calls and total time (no
-        self time: their thread's other slices hold it; docs/tracing.md)."""
+        self time: their thread's other slices hold it; docs/tracing.md). Host code (the Jupyter
+        kernel, pytest, framescope; framescope._host_code) is left out, its total said under
+        the table, unless ``show_host``. ``by_task``: one row per asyncio Task instead (its
+        steps, the time it ran and awaited, its hottest functions; framescope._asyncio_tasks)."""
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise TypeError(f"summary(): limit must be an int, not {type(limit).__name__}")
         by_thread = _arguments.flag("summary(): by_thread", by_thread)
-        return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread)
+        show_host = _arguments.flag("summary(): show_host", show_host)
+        by_task = _arguments.flag("summary(): by_task", by_task)
+        if by_task:
+            from framescope._asyncio_tracks import by_task_table
+
+            return by_task_table(self.trace, limit=limit)
+        return summary_table(self.trace, limit=limit, sort_by=sort_by, by_thread=by_thread,
+                             show_host=show_host, extra_host=self._host_files)
 
     @unrecorded
     def merge(self, other: profile | _core.Trace | bytes, offset_ns: int = 0) -> None:
@@ -764,6 +792,12 @@ class profile:
     def serialize(self) -> bytes:
         """The trace in framescope's compact binary form (for merge() in another process)."""
         return self.trace.serialize()
+
+
+# profile.__new__ takes (*args, **kwargs) (it picks the class of a scheduled profile): without
+# this, inspect.signature(profile), help() and IDEs would show that, not __init__'s keywords.
+profile.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    list(inspect.signature(profile.__init__).parameters.values())[1:])
 
 
 def load(path: str | os.PathLike[str], min_duration_ns: int = 0,

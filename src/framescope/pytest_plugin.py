@@ -1,5 +1,7 @@
 """pytest plugin: ``pytest --framescope[=DIR]`` profiles each test (setup, call and teardown)
 into ``DIR/<test id>.json`` and prints the functions with the most self time across the run.
+pytest's and pluggy's own frames are host code (framescope._host_code): left out of the traces
+and the table unless ``--framescope-show-host``.
 
 Registered through the ``pytest11`` entry point, so installing framescope is enough; without
 ``--framescope`` it only adds its options. ``-p no:framescope`` disables it. A test marked
@@ -17,8 +19,6 @@ from typing import Any, Generator
 import pytest
 
 DEFAULT_DIR = "framescope-traces"
-# Frames of the test runner itself, left out of the end-of-run table (not of the traces).
-_RUNNER_PREFIXES = ("_pytest/", "pluggy/", "framescope/", "<frozen ")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,6 +36,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--framescope-c-calls", action="store_true",
         help="also record builtins called from Python",
+    )
+    group.addoption(
+        "--framescope-show-host", action="store_true",
+        help="keep pytest's and pluggy's frames in the traces (category 'host') and list them "
+             "in the table (by default both start at the tests' code)",
     )
 
 
@@ -60,7 +65,8 @@ def pytest_configure(config: pytest.Config) -> None:
             f"to run; write --framescope=DIR (or put --framescope after the test paths)"
         )
     recorder = Recorder(
-        directory, config.getoption("framescope_top"), config.getoption("framescope_c_calls")
+        directory, config.getoption("framescope_top"), config.getoption("framescope_c_calls"),
+        config.getoption("framescope_show_host"),
     )
     config.pluginmanager.register(recorder, "framescope-recorder")
 
@@ -74,69 +80,94 @@ def trace_file_name(nodeid: str) -> str:
     return name + ".json"
 
 
+#: The ranges the plugin records around a test's phases (not rows of the end-of-run table).
+PHASES = ("setup", "call", "teardown")
+
+
 class Recorder:
     """Profiles each test and keeps the per-function totals of the run.
 
-    Setup, call and teardown are each recorded around their own hook, so the trace holds the
-    test's fixtures and body but not pytest's reporting in between (formatting a failure's
-    traceback can take longer than the test); the three traces are merged into one file."""
+    One session per test, from the start of its setup to the end of its teardown, with a range
+    per phase ("setup": the fixtures, "call": the test, "teardown"). What pytest and pluggy run
+    around and between them (collecting fixtures, reporting, formatting a failure's traceback,
+    which can take longer than the test) is host code (framescope._host_code): left out of the
+    trace, which starts at the test's code, and of the table, unless ``--framescope-show-host``.
+    """
 
-    def __init__(self, directory: str, top: int, c_calls: bool) -> None:
+    def __init__(self, directory: str, top: int, c_calls: bool, show_host: bool = False) -> None:
         self.directory = os.path.abspath(directory)
         self.top = top
         self.c_calls = c_calls
+        self.show_host = show_host
         self.totals: dict[str, list[int]] = {}  # name -> [calls, total ns, self ns]
+        self.host_ns = 0
         self.written = 0
         self.failures: list[str] = []
-        self._phases: list[Any] = []  # the stopped profiles of the current test
+        self._prof: Any = None  # the running test's profile
 
-    def _record(self, item: pytest.Item) -> Generator[None, None, None]:
-        if item.get_closest_marker("no_framescope") is not None:
+    def _phase(self, name: str) -> Generator[None, None, None]:
+        if self._prof is None:
             yield
             return
-        from framescope import profiler
+        from framescope import record_function
 
-        prof = profiler.profile(c_calls=self.c_calls)
-        try:
-            prof.start()
-        except RuntimeError as exc:  # another framescope session runs
-            self.failures.append(f"{item.nodeid}: not profiled ({exc})")
+        with record_function(name):
             yield
-            return
-        profiler._plugin_profile = prof  # names the plugin in a test's own start's error
-        try:
-            yield
-        finally:
-            profiler._plugin_profile = None
-            try:
-                prof.stop()
-                self._phases.append(prof)
-            except RuntimeError as exc:  # the test stopped the session itself
-                self.failures.append(f"{item.nodeid}: {exc}")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
-        self._phases = []
-        yield from self._record(item)
+        self._prof = None
+        if item.get_closest_marker("no_framescope") is None:
+            from framescope import profiler
+
+            prof = profiler.profile(c_calls=self.c_calls)
+            try:
+                prof.start()
+            except RuntimeError as exc:  # another framescope session runs
+                self.failures.append(f"{item.nodeid}: not profiled ({exc})")
+            else:
+                self._prof = prof
+                profiler._plugin_profile = prof  # names the plugin in a test's own start's error
+        yield from self._phase("setup")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
-        yield from self._record(item)
+        yield from self._phase("call")
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
-        yield from self._record(item)
-        phases, self._phases = self._phases, []
-        if not phases:
+        yield from self._phase("teardown")
+        prof, self._prof = self._prof, None
+        if prof is None:
             return
-        prof = phases[0]
-        for other in phases[1:]:
-            prof.merge(other)
+        from framescope import profiler
+
+        profiler._plugin_profile = None
+        try:
+            prof.stop()
+        except RuntimeError as exc:  # the test stopped the session itself
+            self.failures.append(f"{item.nodeid}: {exc}")
+            return
         os.makedirs(self.directory, exist_ok=True)
+        prof._host_export = "show" if self.show_host else "drop"
         prof.export_chrome_trace(os.path.join(self.directory, trace_file_name(item.nodeid)))
         self.written += 1
-        for name, calls, total, self_ns in prof.stats():
-            if calls <= 0 or name.startswith("__st"):
+        self._add(prof)
+
+    def _add(self, prof: Any) -> None:
+        from framescope import _core, _host_code
+
+        trace = prof.trace if self.show_host else _host_code.host_view(prof.trace, True)
+        rows = _core._key_averages(trace, False, 0, False)[0]
+        for r in rows:
+            name, category = r[0], r[1]
+            calls, total, self_ns, is_async = r[5], r[6], r[7], r[13]
+            if calls <= 0 or is_async or name.startswith("__st"):
+                continue
+            if category == "user_annotation" and name in PHASES:
+                continue
+            if name == _host_code.HOST_ROW and category == "python_function":
+                self.host_ns += self_ns
                 continue
             row = self.totals.setdefault(name, [0, 0, 0])
             row[0] += calls
@@ -144,10 +175,7 @@ class Recorder:
             row[2] += self_ns
 
     def table(self) -> list[str]:
-        rows = sorted(
-            ((n, v) for n, v in self.totals.items() if not n.startswith(_RUNNER_PREFIXES)),
-            key=lambda r: r[1][2], reverse=True,
-        )[: self.top]
+        rows = sorted(self.totals.items(), key=lambda r: r[1][2], reverse=True)[: self.top]
         lines = [f"{'calls':>10} {'self ms':>10} {'total ms':>10}  function"]
         for name, (calls, total, self_ns) in rows:
             lines.append(f"{calls:>10} {self_ns / 1e6:10.3f} {total / 1e6:10.3f}  {name}")
@@ -161,6 +189,10 @@ class Recorder:
                           "time:")
             for line in self.table():
                 tr.write_line(line)
+            if self.host_ns:
+                tr.write_line(f"[host] {self.host_ns / 1e6:.3f} ms in pytest, pluggy and what "
+                              "they called (fixture lookup, reports) during the tests: not in "
+                              "the table (--framescope-show-host lists it)")
         for failure in self.failures:
             tr.write_line(failure)
         tr.write_line(f"framescope: {_plural(self.written, 'trace')} written to "

@@ -230,7 +230,7 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
             elif e.get("name") == "process_name":
                 process_names[key[0]] = str(_chrome_input.args_of(e, index).get("name", ""))
             continue
-        if "ts" not in e:
+        if "ts" not in e or _bookkeeping(e):
             continue
         ts = _chrome_input.time_ns(e, "ts", index)
         if ph == "B":
@@ -270,6 +270,15 @@ def from_chrome_json(doc: Any, title: str = "framescope report") -> ReportData:
     )
     notes = _chrome_input.warnings_of(doc)
     return _finish(title, names, trees, rows, (hi or 0) - (lo or 0), count, notes)
+
+
+def _bookkeeping(e: dict[str, Any]) -> bool:
+    """A span a profiler writes about itself, not about the program: torch.profiler's
+    whole-trace span ("PyTorch Profiler (0)", category "Trace", on the pseudo-process "Spans")
+    and its "Iteration Start" marks. Left out: as a thread of its own it would top every
+    summary at 100%."""
+    return e.get("pid") == "Spans" or e.get("cat") == "Trace" or \
+        str(e.get("name", "")).startswith("PyTorch Profiler (")
 
 
 def _python_depths(events: list[Any]) -> Any:

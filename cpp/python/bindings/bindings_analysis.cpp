@@ -2,6 +2,9 @@
 #include <nanobind/nanobind.h>
 
 #include "bindings/trace_handle.h"
+#include <memory>
+#include <vector>
+
 #include "framescope/key_averages.h"
 
 namespace nb = nanobind;
@@ -38,6 +41,29 @@ void bind_analysis(nb::module_& m) {
       "trace"_a, "min_duration_ns"_a = 0, "max_depth"_a = 0,
       "The same trace read without slices shorter than min_duration_ns or deeper than max_depth "
       "Python frames (0: no limit).");
+  m.def(
+      "_with_host",
+      [](const PyTrace& t, nb::bytes classes, bool fold, bool drop) {
+        ReplayFilter f = t.state->current()->filter();
+        auto c = std::make_shared<std::vector<uint8_t>>(classes.size());
+        const auto* p = static_cast<const uint8_t*>(classes.data());
+        for (size_t i = 0; i < classes.size(); ++i) {
+          if (p[i] > 2) throw nb::value_error("symbol classes are 0, 1 or 2");
+          (*c)[i] = p[i];
+        }
+        f.symbol_classes = std::move(c);
+        f.host_mode = drop   ? ReplayFilter::HostMode::kDrop
+                      : fold ? ReplayFilter::HostMode::kFold
+                             : ReplayFilter::HostMode::kMark;
+        PyTrace out;
+        out.state->stored = std::make_shared<const StoredTrace>(t.state->current()->with_filter(f));
+        out.state->backend = t.state->backend;
+        return out;
+      },
+      "trace"_a, "classes"_a, "fold"_a, "drop"_a = false,
+      "The same trace with host code marked (category 'host' in traces), with fold every host "
+      "frame named '[host]', with drop host frames left out (what they enclose kept); classes: "
+      "one byte per symbol (0 the program's, 1 host, 2 as its caller).");
   m.def(
       "_key_averages",
       [](const PyTrace& t, bool group_by_input_shape, uint32_t group_by_stack_n,

@@ -419,7 +419,7 @@ PyType_Slot kSlots[] = {
     {Py_tp_repr, reinterpret_cast<void*>(rf_repr)},
     {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
     {Py_tp_doc,
-     const_cast<char*>("record_function(name, args=None)\n\nA user range recorded through the C++ "
+     const_cast<char*>("record_function(name, args=None)\n--\n\nA user range recorded through the C++ "
                        "core: a context manager, or a decorator.")},
     {0, nullptr},
 };

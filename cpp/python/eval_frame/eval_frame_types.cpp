@@ -324,7 +324,7 @@ bool eval_frame_types_init(PyObject* module) {
   t->tp_basicsize = sizeof(GuardedCodeObject);
   t->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
   t->tp_doc = PyDoc_STR(
-      "GuardedCode(code, check_fn)\n--\n\n"
+      "GuardedCode(code, check_fn, strategy=None)\n--\n\n"
       "What an eval_frame callback returns to cache `code` for the frame's code object: it runs "
       "on this frame now, and on later calls whenever check_fn(f_locals) is true.");
   t->tp_new = PyType_GenericNew;
