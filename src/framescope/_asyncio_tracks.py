@@ -56,9 +56,20 @@ def _chrome_events(trace: Trace, tasks: list[TaskSteps], base_ns: int) -> list[s
     return out
 
 
+def _regular_file(path: str) -> bool:
+    """True when ``path`` is a regular file (the only kind the tracks are appended to)."""
+    import stat
+
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def add_chrome_tracks(trace: Trace, path: str) -> None:
-    """Appends the Tasks' async tracks to a Chrome JSON file framescope just wrote."""
-    if not has_tasks(trace):
+    """Appends the Tasks' async tracks to a Chrome JSON file framescope just wrote. Only to a
+    regular file: a device, FIFO or standard output cannot be reopened to append (nor replaced)."""
+    if not has_tasks(trace) or not _regular_file(path):
         return
     tasks = task_steps(trace)
     if not tasks:
@@ -128,7 +139,7 @@ def _packet(body: bytes) -> bytes:
 def add_perfetto_tracks(trace: Trace, path: str) -> None:
     """Appends the Tasks' tracks to a Perfetto trace framescope just wrote: a track per Task
     under its process, a slice for its lifetime and one per step inside it."""
-    if path.endswith(".gz") or not has_tasks(trace):
+    if path.endswith(".gz") or not has_tasks(trace) or not _regular_file(path):
         return
     tasks = task_steps(trace)
     out = bytearray()
