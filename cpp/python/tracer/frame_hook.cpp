@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include <climits>
 #include <cstdio>
 
 #include "framescope/clock.h"
@@ -18,6 +19,12 @@ namespace framescope::py {
 
 thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, nullptr, 0, 0, 0};
 EvalFrameFunction g_previous_eval = nullptr;
+#if !FS_PY311
+namespace {
+const int kNoRecursionLimit = INT_MAX;
+}
+const int* g_recursion_limit = &kNoRecursionLimit;
+#endif
 
 namespace {
 
@@ -170,6 +177,23 @@ FRAMESCOPE_NOINLINE void record_exit_before_cleanup(internal::ThreadBuffer* buff
 }
 #endif
 
+#if FS_PY313
+// 3.13 runs the work pending on the thread (a garbage collection an allocation scheduled,
+// signal handlers, pending calls, a GIL hand-over) at a called frame's RESUME, *before* it
+// reports the frame's start to sys.monitoring (3.12 after): CPython's hooks see finalizers that
+// a collection runs there beside the frame, as calls of its caller. The hook records the call
+// before that RESUME, so it runs that work itself first, where it would otherwise nest under
+// the frame. Only for a frame's first run (a resume after `yield from`/`await` does not check),
+// and only when work is pending (one load and test on the hot path). Returns the throwflag to
+// evaluate the frame with: 1 when the work raised (the frame then unwinds with that error at
+// its start, as it would have at its RESUME).
+FRAMESCOPE_NOINLINE int run_pending_work_before_call(PyThreadState* ts, FsFrame* frame,
+                                                     int throwflag) {
+  if (throwflag || frame_is_resumed(frame)) return throwflag;
+  return _Py_HandlePending(ts) < 0 ? 1 : 0;
+}
+#endif
+
 // A call at hook depth 0: made from a frame that was running before the session (or from C with
 // no hooked frame open). Records an anchor (the caller, for replay to close the frames from the
 // start that ended unseen) and, on 3.10/3.11, takes the initial-frame watch off the thread while
@@ -178,9 +202,14 @@ template <bool kMemory>
 FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* frame,
                                                     int throwflag, HookThread& h,
                                                     internal::ThreadBuffer* buffer) {
-  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+  if (frame_start_fails_recursion_check(ts)) {
     return chain(ts, frame, throwflag);  // never runs: not a call of the trace
   }
+#if FS_PY313
+  if (FRAMESCOPE_UNLIKELY(thread_has_pending_work(ts))) {
+    throwflag = run_pending_work_before_call(ts, frame, throwflag);
+  }
+#endif
   PyCodeObject* code = frame_code(frame);
   if (left_out_code(code)) return chain(ts, frame, throwflag);  // filtered out: only chained
   const uint64_t ticks = now_ticks();
@@ -220,9 +249,14 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
     return traced_eval_outermost<kMemory>(ts, frame, throwflag, h, buffer);
   }
   // A frame that fails the recursion check never runs: not a call of the trace.
-  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+  if (frame_start_fails_recursion_check(ts)) {
     return chain(ts, frame, throwflag);
   }
+#if FS_PY313
+  if (FRAMESCOPE_UNLIKELY(thread_has_pending_work(ts))) {
+    throwflag = run_pending_work_before_call(ts, frame, throwflag);
+  }
+#endif
 #if FS_PY312
   if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {
     record_exit_before_cleanup<kMemory>(buffer);
@@ -386,6 +420,9 @@ void prepare_hook_thread() {
 
 void hook_acquire(HookUser user) {
   prepare_hook_thread();
+#if !FS_PY311
+  g_recursion_limit = framescope_recursion_limit_address(interp());
+#endif
   if (g_hook_users == 0) {
     EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());
     if (!is_our_eval(current)) {

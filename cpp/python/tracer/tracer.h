@@ -20,9 +20,9 @@ struct TracerState {
   bool hook_records_exits = false;   ///< the hook records exit events (false after a switch)
   uint64_t epoch = 0;                ///< session epoch codes are registered for
   TracerBackend backend = TracerBackend::kNone;
-  /// 3.10: thread recursion depth from which the hook asks whether a frame fails the recursion
-  /// check (frame_start_fails_recursion_check): half the limit at the session's start.
-  int recursion_check_depth = INT_MAX;
+  /// The session moved from the frame hook to the fallback (tracer_switch_to_fallback): frames
+  /// the hook recorded end through the fallback.
+  bool switched_to_fallback = false;
 };
 extern TracerState g_tracer;
 
