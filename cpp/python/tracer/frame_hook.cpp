@@ -129,7 +129,7 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int 
 // variant first writes the thread's allocations counted since its previous event.
 template <bool kMemory>
 FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCodeObject* code,
-                                          FsFrame* frame) {
+                                          FsFrame* frame, int throwflag) {
   if (const uint64_t compact = fast_compact_call(code); FRAMESCOPE_LIKELY(compact != 0)) {
     const uint64_t ticks = now_ticks();
     if (kMemory) flush_allocations(buffer, ticks);
@@ -138,7 +138,7 @@ FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCode
   }
   if (left_out_code(code)) return false;  // filtered out: no clock read, no registration
   const uint64_t ticks = now_ticks();  // the call's time, not the end of its registration
-  const uint64_t key = register_code(code, frame);
+  const uint64_t key = register_code(code, frame, throwflag);
   if (FRAMESCOPE_UNLIKELY(!key)) return false;
   if (kMemory) flush_allocations(buffer, ticks);
   buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
@@ -214,7 +214,7 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
   if (left_out_code(code)) return chain(ts, frame, throwflag);  // filtered out: only chained
   const uint64_t ticks = now_ticks();
   const uint64_t compact = fast_compact_call(code);
-  const uint64_t key = compact ? 0 : register_code(code, frame);
+  const uint64_t key = compact ? 0 : register_code(code, frame, throwflag);
   if (!compact && !key) return chain(ts, frame, throwflag);  // not part of the trace
   record_anchor(ts, h, buffer, ticks);
 #if !FS_PY312
@@ -262,7 +262,7 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
     record_exit_before_cleanup<kMemory>(buffer);
   }
 #endif
-  if (FRAMESCOPE_UNLIKELY(!record_call<kMemory>(buffer, frame_code(frame), frame))) {
+  if (FRAMESCOPE_UNLIKELY(!record_call<kMemory>(buffer, frame_code(frame), frame, throwflag))) {
     return chain(ts, frame, throwflag);
   }
   const uint64_t epoch = buffer->epoch;

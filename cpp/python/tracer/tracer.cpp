@@ -14,6 +14,10 @@
 #include "tracer/inline_frames.h"
 #include "tracer/thread_names.h"
 
+#if FS_PY311 && !FS_PY312
+#include <opcode.h>  // JUMP_BACKWARD_NO_INTERRUPT
+#endif
+
 namespace framescope::py {
 
 TracerState g_tracer;
@@ -133,17 +137,18 @@ constexpr int kGeneratorCodeFlags = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENER
 
 #if FS_PY311 && !FS_PY312
 // 3.11 reports a generator's resume to profile and trace functions when it executes the RESUME
-// after its `yield`. A generator whose `yield from` / `await` delegate handled a throw() and
-// returned is resumed at the instruction after its SEND loop instead (genobject.c backs up to the
-// SEND's target): no call event, yet a return event at its next yield or return. CPython's
-// hooks see no slice there (docs/tracing.md), so the frame hook records none either.
+// after its `yield` (or after RETURN_GENERATOR, POP_TOP for its first run). A generator whose
+// `yield from` / `await` delegate handled a throw() and returned is resumed after its SEND loop
+// instead: genobject.c moves the frame to the loop's last instruction, the
+// JUMP_BACKWARD_NO_INTERRUPT back to the SEND, which a frame never suspends at otherwise (it
+// suspends at a YIELD_VALUE). No call event then, yet a return event at its next yield or
+// return: CPython's hooks see no slice there (docs/tracing.md), so the frame hook records none.
 bool resume_is_reported(const FsFrame* f) {
-  const int op = _Py_OPCODE(f->prev_instr[1]);
-  return op == RESUME || op == RESUME_QUICK;
+  return _Py_OPCODE(*f->prev_instr) != JUMP_BACKWARD_NO_INTERRUPT;
 }
 #endif
 
-uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
+uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag) {
   if (!g_session) return 0;
   if (FRAMESCOPE_UNLIKELY(reinterpret_cast<PyObject*>(code) == g_thread_bootstrap_code)) {
     thread_names_note_started(first_argument(code, frame));  // a Thread starts running
@@ -187,7 +192,8 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
   }
 #endif
 #if FS_PY311 && !FS_PY312
-  if (frame && (code->co_flags & kGeneratorCodeFlags) && g_tracer.hook_records_frames &&
+  // (a throw() into the frame is reported whatever the instruction: TRACE_FUNCTION_THROW_ENTRY)
+  if (frame && hook_throwflag == 0 && (code->co_flags & kGeneratorCodeFlags) &&
       !resume_is_reported(frame)) {
     return 0;
   }

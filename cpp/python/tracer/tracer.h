@@ -53,7 +53,9 @@ FRAMESCOPE_ALWAYS_INLINE bool left_out_code(PyCodeObject* code) {
 
 /// Slow path of frame_key(): registers `code` in this session. Null key (0) on failure, and for
 /// code the session does not record (skipped_code()): the caller then records nothing.
-uint64_t register_code(PyCodeObject* code, FsFrame* frame);
+/// `hook_throwflag`: the frame hook's throwflag for `frame` (3.11 tells resumes that CPython
+/// does not report by it), -1 elsewhere.
+uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag = -1);
 
 /// The CodeExtra of `code` when its calls need no register_code() in this session (it is
 /// registered, unlabelled, and no generator code on 3.11+); null otherwise. Needs the GIL.
