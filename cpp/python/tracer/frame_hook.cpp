@@ -145,17 +145,22 @@ FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCode
   return true;
 }
 
+// The session of the buffer current_buffer() just returned (its thread slot says which): read
+// at a call, kept for its return.
+FRAMESCOPE_ALWAYS_INLINE uint64_t current_buffer_epoch() { return internal::t_slot.epoch; }
+
 // Records the return of a frame whose call went to the buffer of the session with `epoch`.
 // The buffer is read again: the session may have stopped inside this frame, and another one may
 // have started since. A frame called in one session and returning in a later one is no call of
 // the later session (there it is a frame from the start, whose end initial_frames.h records):
 // its return must not close a slice of the later session. Compared by epoch, not by buffer
 // address: the later session's buffer for this thread is often allocated at the same address.
+// (current_buffer() has just compared the slot's epoch: the compare below reuses that load.)
 template <bool kMemory>
 FRAMESCOPE_ALWAYS_INLINE void record_return(uint64_t epoch) {
   if (FRAMESCOPE_LIKELY(g_tracer.hook_records_exits)) {
     if (internal::ThreadBuffer* b = internal::current_buffer();
-        FRAMESCOPE_LIKELY(b != nullptr && b->epoch == epoch)) {
+        FRAMESCOPE_LIKELY(b != nullptr && current_buffer_epoch() == epoch)) {
       const uint64_t ticks = now_ticks();
       if (kMemory) flush_allocations(b, ticks);
       b->append_compact(ticks, internal::kCompactReturnBits);
@@ -226,7 +231,7 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
   } else {
     buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
   }
-  const uint64_t epoch = buffer->epoch;
+  const uint64_t epoch = current_buffer_epoch();
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
   --h.depth;
@@ -265,7 +270,7 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   if (FRAMESCOPE_UNLIKELY(!record_call<kMemory>(buffer, frame_code(frame), frame, throwflag))) {
     return chain(ts, frame, throwflag);
   }
-  const uint64_t epoch = buffer->epoch;
+  const uint64_t epoch = current_buffer_epoch();
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
   --h.depth;
