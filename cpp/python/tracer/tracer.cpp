@@ -149,6 +149,7 @@ bool resume_is_reported(const FsFrame* f) {
 #endif
 
 uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag) {
+  (void)hook_throwflag;  // (3.11 only)
   if (!g_session) return 0;
   if (FRAMESCOPE_UNLIKELY(reinterpret_cast<PyObject*>(code) == g_thread_bootstrap_code)) {
     thread_names_note_started(first_argument(code, frame));  // a Thread starts running
