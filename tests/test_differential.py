@@ -58,6 +58,8 @@ SCHEDULING_DEPENDENT = {
     " runs in whichever thread drops its last reference, the thread itself or the main thread",
     "asyncio_threads": "weakref callbacks (WeakSet._remove) run where the executor's threads and"
     " the loop's objects die: in the thread that drops them last, or in an automatic collection",
+    "worker_across_sessions": "the worker's calls after it signals its last job run before or"
+    " after the session's stop",
 }
 
 

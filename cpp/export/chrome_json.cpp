@@ -46,7 +46,13 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
 }
 
 // Writes events as they end ("X" needs the duration), so the file is not in start order; every
-// reader sorts (Perfetto, chrome://tracing).
+// reader sorts (Perfetto, chrome://tracing). Readers break ties of equal start by file order:
+// chrome://tracing (catapult's SliceGroup) for any equal "ts", Perfetto for equal "ts" and
+// "dur" (it puts the longer slice first). A slice written as it ends would then come before an
+// enclosing slice that started at the same nanosecond (frames open at the session's start, and
+// at its stop too) and read as its parent. So a slice that starts when its parent does is held
+// back, with whatever it held back itself, and written right after that parent: enclosing
+// slices first. Only such chains wait; every other slice is written when it ends.
 class ChromeWriter final : public TraceVisitor {
  public:
   ChromeWriter(OutputSink& out, int64_t base, std::string_view extra_members, bool for_torch,
@@ -164,21 +170,46 @@ class ChromeWriter final : public TraceVisitor {
       }
     }
     open_.push_back(OpenSlice{s.index, is_python(s) ? int64_t(s.index) : python_parent,
-                              python_parent});
+                              python_parent, s.start_ns, {}});
   }
 
   void slice_end(const Slice& s) override {
     // Almost always the innermost open slice; a range left open across its frame's return
     // ends later, so search from the top.
-    python_parent_ = -1;
-    for (size_t i = open_.size(); i-- > 0;) {
-      if (open_[i].index == s.index) {
-        python_parent_ = open_[i].python_parent;
-        open_.erase(open_.begin() + std::ptrdiff_t(i));
-        break;
-      }
+    size_t i = open_.size();
+    while (i-- > 0 && open_[i].index != s.index) {
+    }
+    if (i >= open_.size()) {  // (a visitor protocol without its begin: written as it comes)
+      python_parent_ = -1;
+      write_event(s, 'X');
+      return;
+    }
+    python_parent_ = open_[i].python_parent;
+    std::string held = std::move(open_[i].held);
+    open_.erase(open_.begin() + std::ptrdiff_t(i));
+    // The parent's entry (by index: a range left open across a return may sit above it).
+    size_t p = open_.size();
+    while (s.parent >= 0 && p-- > 0 && open_[p].index != uint64_t(s.parent)) {
+    }
+    if (s.parent >= 0 && p < open_.size() && open_[p].start_ns == s.start_ns) {
+      std::string& into = open_[p].held;
+      into += ",\n";
+      render_event(s, 'X', into);
+      into += held;
+      return;
     }
     write_event(s, 'X');
+    if (!held.empty()) {
+      out_.put(held);  // each event with its leading separator
+      out_.maybe_flush();
+    }
+  }
+  void end_thread(uint32_t) override {
+    // (every slice ended before its thread does; anything still held is written all the same)
+    for (OpenSlice& o : open_) {
+      if (!o.held.empty()) out_.put(o.held);
+    }
+    open_.clear();
   }
   void instant(const Slice& s) override {
     python_parent_ = -1;
@@ -299,6 +330,15 @@ class ChromeWriter final : public TraceVisitor {
 
   static constexpr size_t kEventStack = 1024;
 
+  // Appends event `s` to `into` instead of the output (a slice held back, see the class).
+  void render_event(const Slice& s, char ph, std::string& into) {
+    std::string& b = out_.raw();
+    const size_t mark = b.size();
+    event_fields(out_, s, ph, names_[s.symbol], thread_prefix_[s.thread]);
+    into.append(b, mark, std::string::npos);
+    b.resize(mark);
+  }
+
   template <class Out>
   void event_fields(Out& out, const Slice& s, char ph, const std::string& name,
                     const std::string& thread) {
@@ -409,10 +449,14 @@ class ChromeWriter final : public TraceVisitor {
     }
   }
 
+  // A slice open on the thread being written (outermost first), with the events held back until
+  // it is written: its descendants that started when it did (see the class).
   struct OpenSlice {
     uint64_t index;
     int64_t python;         // the slice itself when a Python frame, else its nearest one
     int64_t python_parent;  // the nearest Python frame around it (-1: none)
+    int64_t start_ns;
+    std::string held;  // ",\n"-separated events, each with its leading separator
   };
 
   static bool is_python(const Slice& s) {

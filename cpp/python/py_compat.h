@@ -32,6 +32,16 @@ using FsFrame = PyFrameObject;
 #define FS_PY312 (PY_VERSION_HEX >= 0x030C0000)
 #define FS_PY313 (PY_VERSION_HEX >= 0x030D0000)
 
+#if FS_PY313
+// Runs the work pending on the thread as an eval-breaker check does (internal/pycore_ceval.h,
+// exported on 3.13). Needs the GIL; -1 with an exception set when a handler raised.
+extern "C" int _Py_HandlePending(PyThreadState* tstate);
+#endif
+#if !FS_PY311
+// recursion_limit.c: the address of `interp`'s recursion limit (3.10).
+extern "C" const int* framescope_recursion_limit_address(PyInterpreterState* interp);
+#endif
+
 namespace framescope::py {
 
 using EvalFrameFunction = _PyFrameEvalFunction;
@@ -83,6 +93,17 @@ FRAMESCOPE_ALWAYS_INLINE bool thread_runs_no_python_frame(PyThreadState* ts) noe
   return f && f->owner == FRAME_OWNED_BY_CSTACK;
 }
 
+#if FS_PY313
+/// True when work is pending on the thread that the next eval-breaker check runs (a collection,
+/// signal handlers, pending calls, a GIL drop request...): the low bits of the thread's eval
+/// breaker (_PY_EVAL_EVENTS_MASK of internal/pycore_ceval.h; the high bits are the
+/// instrumentation version). One relaxed load.
+FRAMESCOPE_ALWAYS_INLINE bool thread_has_pending_work(PyThreadState* ts) noexcept {
+  constexpr uintptr_t kEvalEventsMask = (uintptr_t(1) << 8) - 1;
+  return (__atomic_load_n(&ts->eval_breaker, __ATOMIC_RELAXED) & kEvalEventsMask) != 0;
+}
+#endif
+
 /// True when `f` (running) was pushed by its caller's evaluation loop rather than evaluated
 /// through the PEP 523 function: frames evaluated through it start under an entry frame.
 inline bool frame_entered_inline(const FsFrame* f) noexcept {
@@ -90,23 +111,25 @@ inline bool frame_entered_inline(const FsFrame* f) noexcept {
 }
 #endif
 
+#if !FS_PY311
+/// 3.10: where the interpreter keeps its recursion limit (interp->ceval.recursion_limit, which
+/// sys.setrecursionlimit changes at any time): set when the frame hook is installed
+/// (recursion_limit.c reads the address); a limit no depth reaches before that.
+extern const int* g_recursion_limit;
+#endif
+
 /// True when the evaluation of a frame about to start on `ts` will fail CPython's recursion check
 /// before its first instruction (RecursionError): such a frame never runs, and CPython's hooks
-/// report nothing of it. Hot path: one compare of a field the evaluation loop uses anyway. On
-/// 3.10 the thread state does not hold the limit: from depth `check_from` on (half the limit at
-/// the session's start), the limit is asked for; a limit lowered below that during the session
-/// lets such frames through as calls.
-FRAMESCOPE_ALWAYS_INLINE bool frame_start_fails_recursion_check(PyThreadState* ts,
-                                                                int check_from) noexcept {
+/// report nothing of it. Hot path: one compare of a field the evaluation loop uses anyway (3.10:
+/// with the limit in force, as CPython's check compares, one load more).
+FRAMESCOPE_ALWAYS_INLINE bool frame_start_fails_recursion_check(PyThreadState* ts) noexcept {
 #if FS_PY312
-  (void)check_from;
   return FRAMESCOPE_UNLIKELY(ts->py_recursion_remaining <= 0) && !ts->recursion_headroom;
 #elif FS_PY311
-  (void)check_from;
   return FRAMESCOPE_UNLIKELY(ts->recursion_remaining <= 0) && !ts->recursion_headroom;
 #else
-  return FRAMESCOPE_UNLIKELY(ts->recursion_depth >= check_from) &&
-         ts->recursion_depth >= Py_GetRecursionLimit() && !ts->recursion_headroom;
+  return FRAMESCOPE_UNLIKELY(ts->recursion_depth >= *g_recursion_limit) &&
+         !ts->recursion_headroom;
 #endif
 }
 

@@ -32,7 +32,9 @@ bool platform_start();
 void platform_stop();
 
 // ---- recording (fallback_tracer.cpp): on the calling thread, when it records ----
-void record_python_call(PyCodeObject* code, FsFrame* frame);
+/// Records the call of `frame`; false when nothing was recorded (the thread does not record, or
+/// the session does not record `code`).
+bool record_python_call(PyCodeObject* code, FsFrame* frame);
 void record_python_return();
 void record_c_call(PyObject* callable);
 void record_c_return(PyObject* callable);

@@ -23,16 +23,18 @@ FRAMESCOPE_ALWAYS_INLINE void record(internal::EventKind kind, uint64_t payload)
 }
 }  // namespace
 
-void record_python_call(PyCodeObject* code, FsFrame* frame) {
+bool record_python_call(PyCodeObject* code, FsFrame* frame) {
   // The time of the call, not of the end of attaching the thread to the session or of a first
   // sight's registration (microseconds each).
   const uint64_t ticks = now_ticks();
   internal::ThreadBuffer* buffer = internal::current_buffer();
-  if (buffer == nullptr) return;
+  if (buffer == nullptr) return false;
   if (uint64_t key = frame_key(code, frame)) {
     if (g_memory_tracking) flush_allocations(buffer, ticks);
     buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
+    return true;
   }
+  return false;
 }
 
 void record_python_return() { record(internal::EventKind::kPyReturn, 0); }

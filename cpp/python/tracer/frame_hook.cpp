@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
+#include <climits>
 #include <cstdio>
 
 #include "framescope/clock.h"
@@ -18,6 +19,12 @@ namespace framescope::py {
 
 thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, nullptr, 0, 0, 0};
 EvalFrameFunction g_previous_eval = nullptr;
+#if !FS_PY311
+namespace {
+const int kNoRecursionLimit = INT_MAX;
+}
+const int* g_recursion_limit = &kNoRecursionLimit;
+#endif
 
 namespace {
 
@@ -122,7 +129,7 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int 
 // variant first writes the thread's allocations counted since its previous event.
 template <bool kMemory>
 FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCodeObject* code,
-                                          FsFrame* frame) {
+                                          FsFrame* frame, int throwflag) {
   if (const uint64_t compact = fast_compact_call(code); FRAMESCOPE_LIKELY(compact != 0)) {
     const uint64_t ticks = now_ticks();
     if (kMemory) flush_allocations(buffer, ticks);
@@ -131,19 +138,29 @@ FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCode
   }
   if (left_out_code(code)) return false;  // filtered out: no clock read, no registration
   const uint64_t ticks = now_ticks();  // the call's time, not the end of its registration
-  const uint64_t key = register_code(code, frame);
+  const uint64_t key = register_code(code, frame, throwflag);
   if (FRAMESCOPE_UNLIKELY(!key)) return false;
   if (kMemory) flush_allocations(buffer, ticks);
   buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
   return true;
 }
 
-// Records the return of a frame whose call went to `buffer`.
+// The session of the buffer current_buffer() just returned (its thread slot says which): read
+// at a call, kept for its return.
+FRAMESCOPE_ALWAYS_INLINE uint64_t current_buffer_epoch() { return internal::t_slot.epoch; }
+
+// Records the return of a frame whose call went to the buffer of the session with `epoch`.
+// The buffer is read again: the session may have stopped inside this frame, and another one may
+// have started since. A frame called in one session and returning in a later one is no call of
+// the later session (there it is a frame from the start, whose end initial_frames.h records):
+// its return must not close a slice of the later session. Compared by epoch, not by buffer
+// address: the later session's buffer for this thread is often allocated at the same address.
+// (current_buffer() has just compared the slot's epoch: the compare below reuses that load.)
 template <bool kMemory>
-FRAMESCOPE_ALWAYS_INLINE void record_return(internal::ThreadBuffer* buffer) {
+FRAMESCOPE_ALWAYS_INLINE void record_return(uint64_t epoch) {
   if (FRAMESCOPE_LIKELY(g_tracer.hook_records_exits)) {
-    // Re-read the buffer: the session may have stopped inside this frame.
-    if (internal::ThreadBuffer* b = internal::current_buffer(); FRAMESCOPE_LIKELY(b == buffer)) {
+    if (internal::ThreadBuffer* b = internal::current_buffer();
+        FRAMESCOPE_LIKELY(b != nullptr && current_buffer_epoch() == epoch)) {
       const uint64_t ticks = now_ticks();
       if (kMemory) flush_allocations(b, ticks);
       b->append_compact(ticks, internal::kCompactReturnBits);
@@ -165,6 +182,23 @@ FRAMESCOPE_NOINLINE void record_exit_before_cleanup(internal::ThreadBuffer* buff
 }
 #endif
 
+#if FS_PY313
+// 3.13 runs the work pending on the thread (a garbage collection an allocation scheduled,
+// signal handlers, pending calls, a GIL hand-over) at a called frame's RESUME, *before* it
+// reports the frame's start to sys.monitoring (3.12 after): CPython's hooks see finalizers that
+// a collection runs there beside the frame, as calls of its caller. The hook records the call
+// before that RESUME, so it runs that work itself first, where it would otherwise nest under
+// the frame. Only for a frame's first run (a resume after `yield from`/`await` does not check),
+// and only when work is pending (one load and test on the hot path). Returns the throwflag to
+// evaluate the frame with: 1 when the work raised (the frame then unwinds with that error at
+// its start, as it would have at its RESUME).
+FRAMESCOPE_NOINLINE int run_pending_work_before_call(PyThreadState* ts, FsFrame* frame,
+                                                     int throwflag) {
+  if (throwflag || frame_is_resumed(frame)) return throwflag;
+  return _Py_HandlePending(ts) < 0 ? 1 : 0;
+}
+#endif
+
 // A call at hook depth 0: made from a frame that was running before the session (or from C with
 // no hooked frame open). Records an anchor (the caller, for replay to close the frames from the
 // start that ended unseen) and, on 3.10/3.11, takes the initial-frame watch off the thread while
@@ -173,14 +207,19 @@ template <bool kMemory>
 FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* frame,
                                                     int throwflag, HookThread& h,
                                                     internal::ThreadBuffer* buffer) {
-  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+  if (frame_start_fails_recursion_check(ts)) {
     return chain(ts, frame, throwflag);  // never runs: not a call of the trace
   }
+#if FS_PY313
+  if (FRAMESCOPE_UNLIKELY(thread_has_pending_work(ts))) {
+    throwflag = run_pending_work_before_call(ts, frame, throwflag);
+  }
+#endif
   PyCodeObject* code = frame_code(frame);
   if (left_out_code(code)) return chain(ts, frame, throwflag);  // filtered out: only chained
   const uint64_t ticks = now_ticks();
   const uint64_t compact = fast_compact_call(code);
-  const uint64_t key = compact ? 0 : register_code(code, frame);
+  const uint64_t key = compact ? 0 : register_code(code, frame, throwflag);
   if (!compact && !key) return chain(ts, frame, throwflag);  // not part of the trace
   record_anchor(ts, h, buffer, ticks);
 #if !FS_PY312
@@ -192,10 +231,11 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
   } else {
     buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
   }
+  const uint64_t epoch = current_buffer_epoch();
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
   --h.depth;
-  record_return<kMemory>(buffer);
+  record_return<kMemory>(epoch);
 #if !FS_PY312
   if (paused) initial_watch_resume(ts);
 #endif
@@ -214,21 +254,27 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
     return traced_eval_outermost<kMemory>(ts, frame, throwflag, h, buffer);
   }
   // A frame that fails the recursion check never runs: not a call of the trace.
-  if (frame_start_fails_recursion_check(ts, g_tracer.recursion_check_depth)) {
+  if (frame_start_fails_recursion_check(ts)) {
     return chain(ts, frame, throwflag);
   }
+#if FS_PY313
+  if (FRAMESCOPE_UNLIKELY(thread_has_pending_work(ts))) {
+    throwflag = run_pending_work_before_call(ts, frame, throwflag);
+  }
+#endif
 #if FS_PY312
   if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {
     record_exit_before_cleanup<kMemory>(buffer);
   }
 #endif
-  if (FRAMESCOPE_UNLIKELY(!record_call<kMemory>(buffer, frame_code(frame), frame))) {
+  if (FRAMESCOPE_UNLIKELY(!record_call<kMemory>(buffer, frame_code(frame), frame, throwflag))) {
     return chain(ts, frame, throwflag);
   }
+  const uint64_t epoch = current_buffer_epoch();
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
   --h.depth;
-  record_return<kMemory>(buffer);
+  record_return<kMemory>(epoch);
   return result;
 }
 
@@ -379,6 +425,9 @@ void prepare_hook_thread() {
 
 void hook_acquire(HookUser user) {
   prepare_hook_thread();
+#if !FS_PY311
+  g_recursion_limit = framescope_recursion_limit_address(interp());
+#endif
   if (g_hook_users == 0) {
     EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());
     if (!is_our_eval(current)) {

@@ -25,6 +25,9 @@ std::unordered_map<PyThreadState*, std::vector<const void*>> g_open;
 bool g_watching = false;
 // The innermost frame from the start of each thread that has had no Python event yet.
 std::unordered_map<PyThreadState*, const void*> g_innermost;
+// Frames still running from the start, per thread (innermost last), every backend: for the
+// setprofile backend to tell their returns (initial_frame_returned). GIL-protected.
+std::unordered_map<PyThreadState*, std::vector<const void*>> g_running;
 
 #if !FS_PY312
 uint64_t g_watch_epoch = 0;  // session whose watch is installed (0: none)
@@ -131,6 +134,7 @@ bool initial_frames_start(PyObject* native_ids, const std::string& skip_prefix, 
     if (stack.keys.empty()) continue;
     g_innermost.emplace(ts, addresses.back());
     internal::add_initial_stack(std::move(stack));
+    g_running.emplace(ts, addresses);
     if (watch) g_open.emplace(ts, std::move(addresses));
   }
   if (!watch || g_open.empty()) {
@@ -171,6 +175,7 @@ void initial_frames_stop() {
 #endif
   g_open.clear();
   g_innermost.clear();
+  g_running.clear();
   g_watching = false;
 }
 
@@ -181,6 +186,22 @@ void initial_frames_after_fork_child() noexcept {
   for (auto it = g_innermost.begin(); it != g_innermost.end();) {
     it = it->first == me ? ++it : g_innermost.erase(it);
   }
+  for (auto it = g_running.begin(); it != g_running.end();) {
+    it = it->first == me ? ++it : g_running.erase(it);
+  }
+}
+
+bool initial_frame_returned(PyThreadState* ts, const void* frame) {
+  auto it = g_running.find(ts);
+  if (it == g_running.end()) return false;
+  std::vector<const void*>& frames = it->second;
+  size_t i = frames.size();
+  while (i-- > 0 && frames[i] != frame) {
+  }
+  if (i >= frames.size()) return false;
+  frames.resize(i);
+  if (frames.empty()) g_running.erase(it);  // (a later thread state at its address is another)
+  return true;
 }
 
 bool initial_frame_restarted(PyThreadState* ts, const void* frame) {

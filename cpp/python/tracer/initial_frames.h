@@ -30,6 +30,11 @@ void initial_frames_stop();
 /// cheap when it is not.
 void initial_frame_ended(PyThreadState* ts, const void* frame);
 
+/// The setprofile backend: frame `frame` of thread `ts` returned. True when it is one of the
+/// thread's frames running since the session's start (then it and the frames above it are
+/// forgotten). Needs the GIL.
+bool initial_frame_returned(PyThreadState* ts, const void* frame);
+
 /// True while some thread still has frames open from the session's start that are watched.
 bool initial_frames_watched();
 

@@ -29,6 +29,13 @@ PyObject* init_name() {
   return name;
 }
 
+// True when a CALL_ALLOC_AND_ENTER_INIT site may enter `code` as an __init__: a plain function
+// (no *args, **kwargs or keyword-only arguments).
+bool can_be_inlined(PyCodeObject* code) {
+  return !(code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) && code->co_kwonlyargcount == 0 &&
+         (code->co_flags & CO_OPTIMIZED);
+}
+
 // The __init__ code a CALL_ALLOC_AND_ENTER_INIT site would enter for class `type`, as 3.13's
 // specializer decides (specialize_class_call): a heap type that allocates with object.__new__
 // and PyType_GenericAlloc and keeps inline values, whose __init__ is a plain Python function
@@ -42,11 +49,31 @@ PyCodeObject* inlinable_init_code(PyTypeObject* type) {
   PyObject* init = name ? _PyType_Lookup(type, name) : nullptr;  // borrowed
   if (!init || !PyFunction_Check(init)) return nullptr;
   auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(init));
-  if ((code->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) || code->co_kwonlyargcount ||
-      !(code->co_flags & CO_OPTIMIZED)) {
-    return nullptr;
+  return can_be_inlined(code) ? code : nullptr;
+}
+
+// Dict watcher on the dict of every heap type seen at the session's start: such a class may get
+// another __init__ during the session (`Cls.__init__ = f`, f made before the session under any
+// name, perhaps already called through another receiver, so registered unwatched), which the
+// specializer then inlines for it. A type watcher would not do: CPython reports a type's
+// modification before the new attribute is in its dict. Kept for the process: watcher ids are
+// few (8), and the dicts keep our bit.
+int g_dict_watcher = -1;
+
+bool is_init_name(PyObject* name);
+
+int on_type_dict_event(PyDict_WatchEvent event, PyObject*, PyObject* key, PyObject* new_value) {
+  if (!g_active || (event != PyDict_EVENT_ADDED && event != PyDict_EVENT_MODIFIED) || !key ||
+      !new_value || (key != init_name() && !is_init_name(key)) || !PyFunction_Check(new_value)) {
+    return 0;
   }
-  return code;
+  auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(new_value));
+  if (!can_be_inlined(code)) return 0;
+  PyObject *t, *value, *tb;
+  PyErr_Fetch(&t, &value, &tb);
+  watch(code);
+  PyErr_Restore(t, value, tb);
+  return 0;
 }
 
 // Watches the inlinable __init__ of `type` and of its subclasses, recursively. A site that
@@ -55,6 +82,10 @@ PyCodeObject* inlinable_init_code(PyTypeObject* type) {
 bool watch_type_tree(PyTypeObject* type, int depth) {
   if (depth > 1000) return true;  // (a cycle cannot happen; a pathological depth is ignored)
   if (PyCodeObject* code = inlinable_init_code(type)) watch(code);
+  if (g_dict_watcher >= 0 && (type->tp_flags & Py_TPFLAGS_HEAPTYPE) && type->tp_dict &&
+      PyDict_Watch(g_dict_watcher, type->tp_dict) < 0) {
+    PyErr_Clear();
+  }
   // type.__subclasses__(t), not t.__subclasses__(): for t = type itself that is unbound.
   PyObject* subclasses = PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyType_Type),
                                              "__subclasses__", "O", type);  // new
@@ -100,6 +131,10 @@ bool inline_frames_start() {
     g_function_watcher = PyFunction_AddWatcher(on_function_event);
     if (g_function_watcher < 0) return false;
   }
+  if (g_dict_watcher < 0) {
+    g_dict_watcher = PyDict_AddWatcher(on_type_dict_event);
+    if (g_dict_watcher < 0) PyErr_Clear();  // (all taken: reassigned __init__ go unwatched)
+  }
   return watch_type_tree(&PyBaseObject_Type, 0);
 }
 
@@ -116,9 +151,17 @@ void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame) {
   if (!g_active || !frame || code->co_argcount < 1) return;
   // The __init__ its first argument's class runs, when a site can inline it for that class:
   // a class made during the session whose __init__ is a function made before (by any name).
-  // Only these: every watched code pays two callbacks per call, inlined or not.
+  // And any function named __init__, whatever its first receiver (a class with __slots__, a
+  // direct Base.__init__(self) call): registration happens once per session, and the same
+  // function may be the __init__ of a class a site inlines for (a class made during the
+  // session that shares it). Only these: every watched code pays two callbacks per call.
   PyObject* self = frame->localsplus[0];
-  if (!self || PyCell_Check(self) || inlinable_init_code(Py_TYPE(self)) != code) return;
+  const bool named_init = (code->co_name == init_name() || is_init_name(code->co_name)) &&
+                          can_be_inlined(code);
+  if (!named_init &&
+      (!self || PyCell_Check(self) || inlinable_init_code(Py_TYPE(self)) != code)) {
+    return;
+  }
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);  // the hook may run a frame with an exception set
   watch(code);

@@ -5,6 +5,7 @@
 #if !FS_PY312
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "tracer/frame_hook.h"
 #include "tracer/initial_frames.h"
@@ -47,6 +48,52 @@ PyObject* g_saved_profile_hook = nullptr;
 // Session whose first Python event this thread had (see initial_frame_restarted).
 thread_local uint64_t t_first_event_epoch = 0;
 
+// The frames whose call this thread recorded in the session and whose return it has not,
+// innermost last, by identity. A return closes a slice only when it is the return of one of
+// them, or of a frame running since the session's start. 3.11 resumes a generator whose
+// `yield from` / `await` delegate handled a throw() and returned without a call event (it
+// jumps back to the SEND instead of executing RESUME) yet sends its return: that return has no
+// slice of its own to close, and closing the innermost one would end the caller's slice.
+// Not "trusted" after a switch from the frame hook (tracer_switch_to_fallback): frames the hook
+// recorded then end through this function, and every return closes a slice as before.
+struct OpenFrames {
+  uint64_t epoch = 0;
+  bool trusted = false;
+  std::vector<const void*> frames;
+};
+thread_local OpenFrames t_open;
+
+OpenFrames& open_frames() {
+  if (FRAMESCOPE_UNLIKELY(t_open.epoch != g_tracer.epoch)) {
+    t_open.epoch = g_tracer.epoch;
+    t_open.trusted = !g_tracer.switched_to_fallback;
+    t_open.frames.clear();
+  }
+  return t_open;
+}
+
+// The return of frame `f` on thread `ts` (whose code this session records).
+void python_return(PyThreadState* ts, const void* f) {
+  OpenFrames& open = open_frames();
+  if (!open.trusted) {
+    fallback::record_python_return();
+    return;
+  }
+  size_t i = open.frames.size();
+  while (i-- > 0 && open.frames[i] != f) {
+  }
+  if (i < open.frames.size()) {
+    // (frames above it whose return never came end with it, as replay would end them)
+    for (size_t k = open.frames.size(); k > i; --k) fallback::record_python_return();
+    open.frames.resize(i);
+  } else if (initial_frame_returned(ts, f)) {
+    // A frame running since the start ended (with any frame above it whose return never came).
+    for (size_t k = open.frames.size() + 1; k > 0; --k) fallback::record_python_return();
+    open.frames.clear();
+  }
+  // Otherwise its call was not recorded: not a slice of this session.
+}
+
 FsFrame* interpreter_frame_of(PyFrameObject* f) {
 #if FS_PY311
   return f->f_frame;
@@ -82,7 +129,7 @@ int profile_callback(PyObject* chained, PyFrameObject* frame, int what, PyObject
           // checks the eval breaker first) has that frame among those from the start already.
           if (initial_frame_restarted(PyThreadState_Get(), f)) break;
         }
-        fallback::record_python_call(frame_code(f), f);
+        if (fallback::record_python_call(frame_code(f), f)) open_frames().frames.push_back(f);
       }
       break;
     case PyTrace_RETURN:
@@ -91,7 +138,7 @@ int profile_callback(PyObject* chained, PyFrameObject* frame, int what, PyObject
           t_first_event_epoch = g_tracer.epoch;
           initial_frames_first_event(PyThreadState_Get());
         }
-        if (!skipped) fallback::record_python_return();
+        if (!skipped) python_return(PyThreadState_Get(), interpreter_frame_of(frame));
       } else {
         // Frame-hook backend with C calls: the frames from the start end here (initial_frames.h).
         initial_frame_ended(PyThreadState_Get(), interpreter_frame_of(frame));

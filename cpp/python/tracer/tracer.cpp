@@ -14,6 +14,10 @@
 #include "tracer/inline_frames.h"
 #include "tracer/thread_names.h"
 
+#if FS_PY311 && !FS_PY312
+#include <opcode.h>  // JUMP_BACKWARD_NO_INTERRUPT
+#endif
+
 namespace framescope::py {
 
 TracerState g_tracer;
@@ -131,7 +135,21 @@ bool resolve_python_key(uint64_t key, Symbol& out) {
 constexpr int kGeneratorCodeFlags = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
 #endif
 
-uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
+#if FS_PY311 && !FS_PY312
+// 3.11 reports a generator's resume to profile and trace functions when it executes the RESUME
+// after its `yield` (or after RETURN_GENERATOR, POP_TOP for its first run). A generator whose
+// `yield from` / `await` delegate handled a throw() and returned is resumed after its SEND loop
+// instead: genobject.c moves the frame to the loop's last instruction, the
+// JUMP_BACKWARD_NO_INTERRUPT back to the SEND, which a frame never suspends at otherwise (it
+// suspends at a YIELD_VALUE). No call event then, yet a return event at its next yield or
+// return: CPython's hooks see no slice there (docs/tracing.md), so the frame hook records none.
+bool resume_is_reported(const FsFrame* f) {
+  return _Py_OPCODE(*f->prev_instr) != JUMP_BACKWARD_NO_INTERRUPT;
+}
+#endif
+
+uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag) {
+  (void)hook_throwflag;  // (3.11 only)
   if (!g_session) return 0;
   if (FRAMESCOPE_UNLIKELY(reinterpret_cast<PyObject*>(code) == g_thread_bootstrap_code)) {
     thread_names_note_started(first_argument(code, frame));  // a Thread starts running
@@ -171,6 +189,13 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame) {
   // RETURN_GENERATOR (3.10 builds the generator without evaluating). That call only creates the
   // generator; the profile shows its resumes, as the fallbacks and torch do.
   if (frame && (code->co_flags & kGeneratorCodeFlags) && !frame_is_resumed(frame)) {
+    return 0;
+  }
+#endif
+#if FS_PY311 && !FS_PY312
+  // (a throw() into the frame is reported whatever the instruction: TRACE_FUNCTION_THROW_ENTRY)
+  if (frame && hook_throwflag == 0 && (code->co_flags & kGeneratorCodeFlags) &&
+      !resume_is_reported(frame)) {
     return 0;
   }
 #endif
@@ -252,7 +277,6 @@ bool tracer_start(const TracerOptions& options, PyObject* native_ids,
             [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   g_tracer.epoch = epoch;
   g_tracer.backend = options.backend;
-  g_tracer.recursion_check_depth = Py_GetRecursionLimit() / 2;
   const bool hook_backend = options.backend == TracerBackend::kFrameHook;
   // The frame hook cannot see frames end that it did not see start: sys.monitoring watches a
   // few code objects for it (3.12+). Without a free tool id, anchors remain (initial_frames.h).
@@ -316,6 +340,7 @@ bool tracer_switch_to_fallback(const char* reason) {
   g_session->fallback_running = true;
   g_tracer.hook_records_frames = false;
   g_tracer.hook_records_exits = false;
+  g_tracer.switched_to_fallback = true;
   hook_detach_for_tracer();
   g_tracer.backend = fallback_backend();
   g_session->backend = std::string("frame_hook->") + backend_name(fallback_backend());

@@ -20,9 +20,9 @@ struct TracerState {
   bool hook_records_exits = false;   ///< the hook records exit events (false after a switch)
   uint64_t epoch = 0;                ///< session epoch codes are registered for
   TracerBackend backend = TracerBackend::kNone;
-  /// 3.10: thread recursion depth from which the hook asks whether a frame fails the recursion
-  /// check (frame_start_fails_recursion_check): half the limit at the session's start.
-  int recursion_check_depth = INT_MAX;
+  /// The session moved from the frame hook to the fallback (tracer_switch_to_fallback): frames
+  /// the hook recorded end through the fallback.
+  bool switched_to_fallback = false;
 };
 extern TracerState g_tracer;
 
@@ -53,7 +53,9 @@ FRAMESCOPE_ALWAYS_INLINE bool left_out_code(PyCodeObject* code) {
 
 /// Slow path of frame_key(): registers `code` in this session. Null key (0) on failure, and for
 /// code the session does not record (skipped_code()): the caller then records nothing.
-uint64_t register_code(PyCodeObject* code, FsFrame* frame);
+/// `hook_throwflag`: the frame hook's throwflag for `frame` (3.11 tells resumes that CPython
+/// does not report by it), -1 elsewhere.
+uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag = -1);
 
 /// The CodeExtra of `code` when its calls need no register_code() in this session (it is
 /// registered, unlabelled, and no generator code on 3.11+); null otherwise. Needs the GIL.
