@@ -121,6 +121,7 @@ void thread_names_start() noexcept {
       PyObject* code = PyFunction_GetCode(fn);  // borrowed
       if (CodeExtra* extra = get_or_create_code_extra(reinterpret_cast<PyCodeObject*>(code))) {
         extra->tracer_slow_path = true;  // every call goes through register_code()
+        extra->compact_epoch = kNoCompactEpoch;
         g_thread_bootstrap_code = Py_NewRef(code);
       }
     }

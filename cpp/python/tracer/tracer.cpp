@@ -167,6 +167,7 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag) {
       if (reinterpret_cast<PyObject*>(code) != g_thread_bootstrap_code) {
         extra->traced_epoch = g_tracer.epoch | kSkippedEpochBit;
         extra->compact_call_bits = 0;
+        extra->compact_epoch = kNoCompactEpoch;
       }
       return 0;
     }
@@ -182,6 +183,9 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag) {
       extra->tracer_slow_path = true;
     }
 #endif
+    extra->compact_epoch = extra->compact_call_bits && !extra->tracer_slow_path
+                               ? g_tracer.epoch
+                               : kNoCompactEpoch;
     if (g_tracer.backend == TracerBackend::kFrameHook) inline_frames_code_registered(code, frame);
   }
 #if FS_PY311
@@ -237,12 +241,14 @@ bool tracer_label_calls(PyObject* code, const std::string& label) {
     if (l == label) {
       extra->call_label = l.c_str();
       extra->tracer_slow_path = true;
+      extra->compact_epoch = kNoCompactEpoch;
       return true;
     }
   }
   labels->push_back(label);
   extra->call_label = labels->back().c_str();
   extra->tracer_slow_path = true;
+  extra->compact_epoch = kNoCompactEpoch;
   return true;
 }
 

@@ -79,8 +79,10 @@ FRAMESCOPE_ALWAYS_INLINE uint64_t frame_key(PyCodeObject* code, FsFrame* frame) 
 /// (the code's first call in this session, labelled calls, generator code on 3.11+, a full
 /// compact key table). Needs the GIL.
 FRAMESCOPE_ALWAYS_INLINE uint64_t fast_compact_call(PyCodeObject* code) {
-  CodeExtra* extra = registered_fast_code(code);
-  return FRAMESCOPE_LIKELY(extra) ? extra->compact_call_bits : 0;
+  const CodeExtra* extra = find_code_extra(code);
+  return FRAMESCOPE_LIKELY(extra && extra->compact_epoch == g_tracer.epoch)
+             ? extra->compact_call_bits
+             : 0;
 }
 
 /// Called by the hook when the C stack gets deep and the tracer is the only hook user: moves
