@@ -122,7 +122,7 @@ def test_sql_equals_key_averages(tmp_path):
         assert got == expected
     # The public key_averages() (µs) agrees too: no range here repeats its parent's name (it
     # names the ProfilerStep#N ranges ProfilerStep*, as torch's).
-    ka = {e.key: e for e in prof.key_averages() if e.key != "ProfilerStep*"}
+    ka = {e.key: e for e in prof.key_averages(show_host=True) if e.key != "ProfilerStep*"}
     t = framescope.sql(path, "SELECT * FROM self_time_by_function "
                              "WHERE name NOT LIKE 'ProfilerStep#%'", result="arrow")
     assert isinstance(t, pa.Table) and t.num_rows == len(ka)
