@@ -33,17 +33,23 @@ def test_unique_names_after_the_limit_are_not_kept(on_limit: str) -> None:
             with framescope.record_function(name):
                 pass
             kept += sys.getrefcount(name) > base  # pinned for the session
-    assert kept == 0
+    # With the stop policy nothing is kept past the limit; keep-newest keeps a name only in
+    # what is left of the limit (a few KiB between its buffers), never one per range.
+    assert kept <= (0 if on_limit == "stop" else 200), kept
 
 
 def test_names_count_against_the_limit() -> None:
     names = [f"{'n' * 400}-{k}" for k in range(40_000)]  # ~17 MB of names, 1 MiB limit
-    base = [sys.getrefcount(n) for n in names]
+
+    def refs() -> list[int]:
+        return [sys.getrefcount(n) for n in names]
+
+    base = refs()
     with framescope.profile(memory_limit="1MiB", with_stack=False) as prof:
         for n in names:
             with framescope.record_function(n):
                 pass
-        pinned = sum(len(n) for n, b in zip(names, base) if sys.getrefcount(n) > b)
+        pinned = sum(len(n) for n, b, a in zip(names, base, refs()) if a > b)
     assert pinned <= 1 << 20
     assert prof.trace.dropped_events > 0
 
@@ -59,8 +65,8 @@ def test_one_warning_for_many_threads_at_the_limit() -> None:
             t = threading.Thread(target=work)
             t.start()
             t.join()
-    dropped = [w for w in prof.warnings if "dropped" in w]
-    assert len(dropped) <= 1, dropped
+    per_thread = [w for w in prof.warnings if "events dropped on" in w]
+    assert len(per_thread) <= 1, per_thread
     assert len(prof.warnings) <= 4, prof.warnings
     assert prof.trace.dropped_events > 0
 

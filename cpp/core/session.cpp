@@ -70,12 +70,21 @@ std::shared_ptr<ThreadBuffer> Session::create_buffer() {
     if (config.on_limit == LimitPolicy::kKeepNewest) {
       evict_exited_locked();
     } else if (!stream) {
-      // Stop policy: recording stopped at the limit; a thread that starts now is not recorded
-      // (counted, and said once at the stop). A streamed session always takes new threads:
-      // their chunks go to the writer.
+      // Stop policy: recording stopped at the limit; a thread that starts now gets the one
+      // shared buffer that keeps nothing and counts its events as dropped (and is said once
+      // at the stop). A streamed session always takes new threads: their chunks go to the
+      // writer.
       ++unrecorded_threads;
       warn_limit_once();
-      return nullptr;
+      if (!overflow) {
+        auto b = std::make_shared<ThreadBuffer>(this, next_buffer_index);
+        b->make_counting_only();
+        b->epoch = epoch;
+        buffers.push_back(b);
+        ++next_buffer_index;
+        overflow = std::move(b);
+      }
+      return overflow;
     }
   }
   auto buffer = std::make_shared<ThreadBuffer>(this, next_buffer_index);
@@ -181,6 +190,7 @@ void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) {
   buffers.erase(std::remove_if(buffers.begin(), buffers.end(),
                                [kept](const auto& b) { return b.get() != kept; }),
                 buffers.end());
+  if (overflow.get() != kept) overflow.reset();  // it was dropped with the other buffers
   start_ticks = fork_ticks;
   async_ends.clear();  // ranges that ended before the fork
   limit_warned_.store(false, std::memory_order_relaxed);
@@ -291,6 +301,7 @@ std::shared_ptr<Session> active_session() {
 namespace {
 // The exiting thread's last CPU reading, while its clock can still be read.
 void note_thread_exit(const ThreadBuffer& buffer) noexcept {
+  if (buffer.counting_only()) return;  // shared, not this thread's: no CPU track
   std::lock_guard<std::mutex> lock(g_session_mutex);
   if (!g_session || g_session->epoch != buffer.epoch || !g_session->cpu_sampler) return;
   std::lock_guard<std::mutex> session_lock(g_session->mutex);
@@ -408,7 +419,7 @@ RawThread internal::copy_raw_thread(Session& session, ThreadBuffer& buffer) {
   t.os_tid = buffer.os_tid;
   t.pthread_id = buffer.pthread_id;
   t.logical_tid = buffer.logical_tid;
-  if (session.cpu_sampler) {
+  if (session.cpu_sampler && !buffer.counting_only()) {
     session.cpu_sampler->read_thread(buffer.index(), buffer.os_tid);
     t.cpu = session.cpu_sampler->readings(buffer.index());
   }
@@ -481,8 +492,12 @@ RawTracePtr disable_profiler() {
   raw->evicted_events = session->evicted_events;
   // One line for all threads' drops (ten thousand threads at the limit are one fact, not ten
   // thousand lines), naming the thread that lost the most.
-  uint64_t dropped = 0, threads_dropping = 0, most = 0, most_tid = 0;
+  uint64_t dropped = 0, threads_dropping = 0, most = 0, most_tid = 0, unrecorded_dropped = 0;
   for (auto& t : raw->threads) {
+    if (session->overflow && t.buffer_index == session->overflow->index()) {
+      unrecorded_dropped = t.data.dropped;  // said with the threads it stands for, below
+      continue;
+    }
     if (!t.data.dropped) continue;
     dropped += t.data.dropped;
     ++threads_dropping;
@@ -507,7 +522,8 @@ RawTracePtr disable_profiler() {
   if (session->unrecorded_threads) {
     raw->warnings.push_back("framescope: " + std::to_string(session->unrecorded_threads) +
                             " threads that started after the memory limit was reached are not "
-                            "in the trace");
+                            "in the trace (their " + std::to_string(unrecorded_dropped) +
+                            " events are counted as dropped)");
   }
   return raw;
 }

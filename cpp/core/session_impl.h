@@ -81,8 +81,10 @@ class Session {
   // by buffers on their slow path. Declared last so that it goes first: its writer thread gives
   // chunks back to this session.
   std::shared_ptr<StreamWriter> stream;
-  // Threads not recorded: refused a buffer at the limit (stop policy). Under `mutex`.
+  // Threads not recorded: started at the limit (stop policy), given `overflow`, the one buffer
+  // that keeps nothing and counts their events as dropped. Under `mutex`.
   uint64_t unrecorded_threads = 0;
+  std::shared_ptr<ThreadBuffer> overflow;
   // Exited threads whose events keep-newest let go of to make room, and their events (under
   // `mutex`): counted as dropped in the trace.
   uint64_t evicted_threads = 0;

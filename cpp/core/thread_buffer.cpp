@@ -88,6 +88,10 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
 }
 
 uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
+  if (counting_only_) {  // shared by many threads: no lock, nothing kept
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!reserve_slots_locked(1, word)) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -99,6 +103,10 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
 void ThreadBuffer::append_compact_slow(uint64_t ticks, uint64_t bits) noexcept {
   // A new chunk, the first compact event of a chunk, or a gap beyond the base's window: write a
   // base (an ordinary slot) and start a new pair slot right after it, in the same chunk.
+  if (counting_only_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t base_word = pack_word(EventKind::kBase, 0);
   if (!reserve_slots_locked(2, base_word)) {
@@ -175,6 +183,7 @@ void ThreadBuffer::stream_chunks_locked(StreamWriter& stream,
 }
 
 void ThreadBuffer::owner_exiting() noexcept {
+  if (counting_only_) return;  // not one thread's: it never exits
   std::lock_guard<std::mutex> lock(mutex_);
   exited_.store(true, std::memory_order_release);
   if (detached_ || chunks_.empty()) return;  // detached: the session may be gone
@@ -195,6 +204,7 @@ int64_t ThreadBuffer::bytes_of(const std::string& s) noexcept {
 }
 
 bool ThreadBuffer::try_charge(size_t bytes) noexcept {
+  if (counting_only_) return false;
   std::lock_guard<std::mutex> lock(mutex_);
   // Not detached: the session is alive (it detaches every buffer before it goes).
   return !full_ && !detached_ && session_->try_charge(bytes);
@@ -372,6 +382,10 @@ std::vector<RawEvent> ThreadBuffer::restart_in_fork_child(uint64_t fork_ticks,
 
 uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) noexcept {
   uint64_t index;
+  if (counting_only_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (full_ || detached_) {
@@ -388,6 +402,10 @@ uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) n
 
 uint64_t ThreadBuffer::append_mark(uint64_t ticks, std::string name) noexcept {
   uint64_t index;
+  if (counting_only_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (full_ || detached_) {
@@ -404,6 +422,10 @@ uint64_t ThreadBuffer::append_mark(uint64_t ticks, std::string name) noexcept {
 
 uint64_t ThreadBuffer::append_memory(uint64_t ticks, const MemoryRecord& rec) noexcept {
   uint64_t index;
+  if (counting_only_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (full_ || detached_) {

@@ -159,37 +159,41 @@ struct OutputTarget {
   std::string target;
 };
 
+// True for a folder in /dev (but /dev/shm) or /proc: nothing but device nodes and links lives
+// there, so no file may be made there (a temporary, or a new regular file in /dev).
+bool in_dev_or_proc(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string folder =
+      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  char* real = ::realpath(folder.c_str(), nullptr);
+  if (!real) return false;
+  const std::string f(real);
+  std::free(real);
+  const auto under = [&f](const char* top) {
+    return f == top || f.rfind(std::string(top) + "/", 0) == 0;
+  };
+  return (under("/dev") && !under("/dev/shm")) || under("/proc");
+}
+
 OutputTarget resolve_output(const std::string& path) {
   OutputTarget t;
   t.target = path;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return t;  // a new file (or an error the open reports)
-  if (!S_ISREG(st.st_mode)) {
-    t.direct = true;  // device, FIFO, socket, terminal (a directory fails at open: EISDIR)
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  // Devices, FIFOs, sockets, terminals (a directory fails at open: EISDIR); and /dev/stdout,
+  // /dev/fd/N, /proc/self/fd/N, which name an open file description even when it is a regular
+  // file: written through, as a shell redirection would, never renamed over. A path there that
+  // does not exist fails at open (no O_CREAT) rather than create a file in /dev.
+  if ((exists && !S_ISREG(st.st_mode)) || in_dev_or_proc(path)) {
+    t.direct = true;
     return t;
   }
-  char* real = ::realpath(path.c_str(), nullptr);
-  if (!real) return t;
-  std::string resolved(real);
-  std::free(real);
-  // /dev/stdout, /dev/fd/N and /proc/self/fd/N name an open file description: write through it
-  // (the file the caller redirected to), never rename something next to it. Nothing but device
-  // nodes and links lives in /dev (/dev/shm aside) or /proc, so a path there is written directly.
-  const size_t slash = path.rfind('/');
-  const std::string folder =
-      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  char* real_folder = ::realpath(folder.c_str(), nullptr);
-  if (real_folder) {
-    const std::string f(real_folder);
-    std::free(real_folder);
-    if (f == "/dev" || f.rfind("/dev/", 0) == 0 || f == "/proc" || f.rfind("/proc/", 0) == 0) {
-      if (f.rfind("/dev/shm", 0) != 0) {
-        t.direct = true;
-        return t;
-      }
-    }
+  if (!exists) return t;  // a new file (or an error the open reports)
+  // A regular file, possibly through a symbolic link: replace the file, keep the link.
+  if (char* real = ::realpath(path.c_str(), nullptr)) {
+    t.target = real;
+    std::free(real);
   }
-  t.target = std::move(resolved);
   return t;
 }
 

@@ -286,7 +286,12 @@ def _check_output(path: str) -> str | None:
     if os.path.exists(target) and not os.access(target, os.W_OK):
         return f"cannot write the trace to {path!r}: permission denied"
     if written_in_place(path):
-        return None  # a device, FIFO or /dev/stdout: written in place, no file is made next to it
+        # A device, FIFO or /dev/stdout: written in place, no file is made next to it (nor a
+        # new one in /dev).
+        if not os.path.exists(target):
+            return (f"cannot write the trace to {path!r}: no such file "
+                    "(none is made in /dev or /proc)")
+        return None
     probe = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.check.tmp")
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))

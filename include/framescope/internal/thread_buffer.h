@@ -152,6 +152,14 @@ class ThreadBuffer {
   void owner_exiting() noexcept;
   /// True once the owner exited (any thread).
   bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
+  /// Makes this buffer one that keeps nothing and counts every event as dropped, shared by the
+  /// threads that start once the memory limit is reached (stop policy): they then cost no
+  /// memory, and dropped_events still counts what they did. Before the buffer is published.
+  void make_counting_only() noexcept {
+    full_ = true;
+    counting_only_ = true;
+  }
+  bool counting_only() const noexcept { return counting_only_; }
   /// Keep-newest at the limit, for an exited buffer (the session's mutex held): gives every
   /// chunk and side record back and returns the events let go of (from then on the buffer
   /// holds only its dropped count).
@@ -252,6 +260,7 @@ class ThreadBuffer {
   bool full_ = false;      // at the memory limit with the stop policy: events counted, not kept
   bool detached_ = false;  // the session stopped
   std::atomic<bool> exited_{false};
+  bool counting_only_ = false;  // shared by several threads: only dropped_ (atomic) changes
   uint32_t next_chunk_events_ = 256;  // size of the next chunk (ChunkPool::kMinChunkEvents, x4)
 
   mutable std::mutex mutex_;
