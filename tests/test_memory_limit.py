@@ -109,24 +109,31 @@ def test_short_threads_stay_within_the_limit(on_limit: str) -> None:
         assert recorded >= 200 * 2  # the newest threads are there
 
 
-def test_streaming_with_many_threads_drops_nothing(tmp_path: Path) -> None:
-    go = threading.Event()
+@pytest.mark.parametrize("limit", ["16MiB", "256KiB"])
+def test_streaming_with_many_threads_drops_nothing(tmp_path: Path, limit: str) -> None:
+    # Every thread holds a buffer at once (the barrier), more threads than the limit has full
+    # buffers for: before, the threads that found the limit taken by the others' partly filled
+    # buffers, with nothing being written, dropped their events.
+    n = 100
+    barrier = threading.Barrier(n)
 
     def work() -> None:
-        go.wait()
+        for _ in range(10):
+            with framescope.record_function("x"):
+                pass
+        barrier.wait()
         for _ in range(2000):
             with framescope.record_function("x"):
                 pass
 
-    threads = [threading.Thread(target=work) for _ in range(100)]
-    prof = framescope.profile(stream_to=str(tmp_path / "s.fstrace"), memory_limit="16MiB",
+    threads = [threading.Thread(target=work) for _ in range(n)]
+    prof = framescope.profile(stream_to=str(tmp_path / "s.fstrace"), memory_limit=limit,
                               with_stack=False)
     prof.start()
     for t in threads:
         t.start()
-    go.set()
     for t in threads:
         t.join()
     prof.stop()
     assert prof.trace.dropped_events == 0, prof.warnings
-    assert prof.trace.recorded_events >= 100 * 2000 * 2
+    assert prof.trace.recorded_events >= n * 2010 * 2

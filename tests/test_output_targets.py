@@ -86,11 +86,15 @@ def test_stream_into_a_device_is_refused_before_the_session(tmp_path: Path) -> N
     for name, minor in (("null", 3), ("full", 7)):
         dev = _char_device(tmp_path, name, minor)
         prof = framescope.profile(stream_to=str(dev))
-        with pytest.raises(OSError, match="not a regular file"):
-            prof.start()
-        assert not framescope.is_enabled()
+        try:
+            with pytest.raises(OSError, match="not a regular file"):
+                prof.start()
+        finally:
+            if framescope.is_enabled():  # it started: stop it, the test has failed already
+                prof.stop()
         assert stat.S_ISCHR(os.stat(dev).st_mode)
     assert sorted(os.listdir(tmp_path)) == ["full", "null"]
+    assert not framescope.is_enabled()
 
 
 def test_export_into_a_fifo(tmp_path: Path) -> None:
