@@ -16,6 +16,10 @@
 //     the handler that was installed before (Python's faulthandler, or the default: the crash).
 // A file replaced by a rename (framescope's own atomic save, an editor) is not a change: the
 // mapping keeps the old inode, whose bytes stay as they were.
+// The handler is installed at the first load(). A handler installed after it that re-raises
+// the signal instead of returning (faulthandler.enable() called later; faulthandler enabled at
+// startup, as pytest and -X faulthandler do, comes before and is chained to) still ends the
+// process on a truncation during a read; the checks before each read are unaffected.
 #pragma once
 
 #include <sys/stat.h>
