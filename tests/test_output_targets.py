@@ -131,22 +131,46 @@ def _convert(*args: str, cwd: Path, stdout: int | None = subprocess.PIPE
                           stdout=stdout, stderr=subprocess.PIPE, timeout=300)
 
 
+# Runs a command with a /dev of its own: a private mount namespace in which a folder of ours,
+# with the usual links and nodes, is mounted over /dev. A regression that renames a file over
+# /dev/stdout then replaces our link, never the machine's.
+_PRIVATE_DEV = r"""
+set -e
+d=$(mktemp -d)
+ln -s /proc/self/fd "$d/fd"
+for i in 0:stdin 1:stdout 2:stderr; do ln -s "/proc/self/fd/${i%%:*}" "$d/${i#*:}"; done
+for n in null:3 zero:5 full:7 random:8 urandom:9; do mknod -m 666 "$d/${n%%:*}" c 1 "${n#*:}"; done
+mount --bind "$d" /dev
+exec "$@"
+"""
+
+
+def _convert_private_dev(*args: str, cwd: Path, stdout: int | None = subprocess.PIPE
+                         ) -> subprocess.CompletedProcess[bytes]:
+    cmd = ["unshare", "-m", "sh", "-c", _PRIVATE_DEV, "sh", sys.executable, "-m", "framescope",
+           *args]
+    return subprocess.run(cmd, cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, timeout=300)
+
+
 def test_cli_outputs_to_dev_stdout_and_proc_fd(tmp_path: Path) -> None:
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", _PRIVATE_DEV, "sh", "true"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here: {probe.stderr[-200:]!r}")
     _profiled().save(str(tmp_path / "t.fstrace"))
     # /dev/stdout is the pipe to this test: written through, as a shell redirection would.
-    out = _convert("convert", "-f", "chrome", "t.fstrace", "/dev/stdout", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["traceEvents"]
-    out = _convert("convert", "-f", "chrome", "t.fstrace", "/proc/self/fd/1", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["traceEvents"]
+    for target in ("/dev/stdout", "/proc/self/fd/1", "/dev/fd/1"):
+        out = _convert_private_dev("convert", "-f", "chrome", "t.fstrace", target, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["traceEvents"], target
     # Standard output redirected to a regular file: the file holds the trace.
     with open(tmp_path / "redirected.json", "wb") as f:
-        out = _convert("convert", "-f", "chrome", "t.fstrace", "/dev/stdout", cwd=tmp_path,
-                       stdout=f.fileno())
+        out = _convert_private_dev("convert", "-f", "chrome", "t.fstrace", "/dev/stdout",
+                                   cwd=tmp_path, stdout=f.fileno())
     assert out.returncode == 0, out.stderr
     assert json.loads((tmp_path / "redirected.json").read_text())["traceEvents"]
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert os.path.islink("/dev/stdout")  # the machine's, untouched
 
 
 def test_cli_run_convert_merge_into_a_device(tmp_path: Path) -> None:

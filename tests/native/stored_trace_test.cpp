@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "trace_part.h"
 #include "trace_workload.h"
 
 namespace framescope_test {
