@@ -193,3 +193,17 @@ def test_record_memory_takes_every_address() -> None:
     with pytest.raises(OverflowError, match="0..2\\*\\*64-1"):
         framescope.record_memory(2**64, 1, 1)
     assert prof is not None
+
+
+def test_report_through_a_pipe(tmp_path: Path) -> None:
+    path = tmp_path / "t.fstrace"
+    _record(path, 500)
+    framescope.load(path).export(str(tmp_path / "t.json"))
+    for source in ("t.fstrace", "t.json"):
+        out = subprocess.run(
+            ["bash", "-c", f'"{sys.executable}" -m framescope report <(cat {source}) '
+                           f'-o {source}.html'],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert "_record" in (tmp_path / f"{source}.html").read_text() or \
+            "leaf" in (tmp_path / f"{source}.html").read_text()
