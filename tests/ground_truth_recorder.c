@@ -211,7 +211,7 @@ static int monitoring_apply(int on) {
         return -1;
     }
     if (on && g_tool < 0) {
-        /* Not 2 (PROFILER_ID), which the recorder under test asks for first. */
+        /* Not 4 or 3, which framescope (the recorder under test) asks for first. */
         static const int candidates[] = {0, 1, 5, 4, 3};
         for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; ++i) {
             PyObject *r = PyObject_CallMethod(mon, "use_tool_id", "is", candidates[i], "ground-truth");

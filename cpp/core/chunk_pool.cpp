@@ -3,6 +3,8 @@
 
 #include <sys/mman.h>
 
+#include <cstdlib>
+
 namespace framescope::internal {
 
 ChunkPool& ChunkPool::instance() {
@@ -16,7 +18,11 @@ static RawEvent* map_chunk() noexcept {
   return p == MAP_FAILED ? nullptr : static_cast<RawEvent*>(p);
 }
 
-RawEvent* ChunkPool::acquire() noexcept {
+RawEvent* ChunkPool::acquire(size_t events) noexcept {
+  if (events < kChunkEvents) {
+    // 64-byte aligned: the slots of a chunk never share a cache line with other data.
+    return static_cast<RawEvent*>(std::aligned_alloc(64, events * sizeof(RawEvent)));
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!free_.empty()) {
@@ -28,8 +34,12 @@ RawEvent* ChunkPool::acquire() noexcept {
   return map_chunk();
 }
 
-void ChunkPool::release(RawEvent* chunk) noexcept {
+void ChunkPool::release(RawEvent* chunk, size_t events) noexcept {
   if (!chunk) return;
+  if (events < kChunkEvents) {
+    std::free(chunk);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (free_.size() * kChunkBytes < kRetainBytes) {

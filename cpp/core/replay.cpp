@@ -208,6 +208,8 @@ std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolve
   // An end on another thread is an event kept too (in the session, not in a slot): counted, so
   // that recorded + dropped events are all the events produced, whichever thread ended a range.
   part->recorded_events += part->async_ends.size();
+  // Events of exited threads that keep-newest let go of, with their threads (session.cpp).
+  part->dropped_events += raw.evicted_events;
   const int64_t pid = getpid();
   std::vector<bool> initial_taken(raw.initial_stacks.size(), false);
   part->owned_slots.reserve(raw.threads.size());
@@ -685,6 +687,7 @@ bool ReplayCursor::advance(uint64_t max_slots) {
   State& st = *state_;
   if (st.done) return false;
   try {
+    st.trace.check_files();  // a loaded file changed on disk (mapped_file.h)
     if (!st.started) {
       st.started = true;
       st.visitor.begin_trace(st.view);
@@ -698,7 +701,10 @@ bool ReplayCursor::advance(uint64_t max_slots) {
       }
       st.replayer = std::make_unique<internal::Replayer>(parts[st.part], st.visitor, st.next_index);
     }
-    if (st.replayer->step(std::max<uint64_t>(1, max_slots))) {
+    const bool part_done = st.replayer->step(std::max<uint64_t>(1, max_slots));
+    // Before the step's events reach anyone: they may come from a file changed meanwhile.
+    st.trace.check_files();
+    if (part_done) {
       st.replayer.reset();
       ++st.part;
     }

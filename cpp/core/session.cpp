@@ -57,13 +57,38 @@ struct ProfilerStateInfo : DebugInfoBase {
 
 Session::Session(const SessionConfig& cfg, uint64_t e)
     : config(cfg), epoch(e), enabling_thread(current_thread_id()) {
-  max_chunks_ = std::max<size_t>(1, config.memory_limit_bytes / ChunkPool::kChunkBytes);
+  limit_bytes_ = int64_t(std::min<size_t>(config.memory_limit_bytes, size_t(INT64_MAX / 2)));
 }
 
 std::shared_ptr<ThreadBuffer> Session::create_buffer() {
   std::lock_guard<std::mutex> lock(mutex);
   if (stopped) return nullptr;
+  // A thread's buffer counts against the limit (with its first, smallest chunk in view): ten
+  // thousand short threads must not hold ten thousand buffers past it.
+  const int64_t need = kThreadBytes + int64_t(ChunkPool::kMinChunkEvents * sizeof(RawEvent));
+  if (bytes_in_use_.load(std::memory_order_relaxed) + need > limit_bytes_) {
+    if (config.on_limit == LimitPolicy::kKeepNewest) {
+      evict_exited_locked();
+    } else if (!stream) {
+      // Stop policy: recording stopped at the limit; a thread that starts now gets the one
+      // shared buffer that keeps nothing and counts its events as dropped (and is said once
+      // at the stop). A streamed session always takes new threads: their chunks go to the
+      // writer.
+      ++unrecorded_threads;
+      warn_limit_once();
+      if (!overflow) {
+        auto b = std::make_shared<ThreadBuffer>(this, next_buffer_index);
+        b->make_counting_only();
+        b->epoch = epoch;
+        buffers.push_back(b);
+        ++next_buffer_index;
+        overflow = std::move(b);
+      }
+      return overflow;
+    }
+  }
   auto buffer = std::make_shared<ThreadBuffer>(this, next_buffer_index);
+  charge(kThreadBytes);
   buffer->os_tid = os_thread_id();
   buffer->pthread_id = pthread_thread_id();
   buffer->logical_tid = current_thread_id();
@@ -76,20 +101,54 @@ std::shared_ptr<ThreadBuffer> Session::create_buffer() {
   return buffer;
 }
 
-RawEvent* Session::take_chunk(bool over_limit) noexcept {
-  size_t used = chunks_in_use_.fetch_add(1, std::memory_order_relaxed);
-  if (used >= max_chunks_ && !over_limit) {
-    chunks_in_use_.fetch_sub(1, std::memory_order_relaxed);
-    return nullptr;
+RawEvent* Session::take_chunk(uint32_t& events, bool over_limit) noexcept {
+  size_t size = over_limit ? ChunkPool::kMinChunkEvents : events;
+  for (; size >= ChunkPool::kMinChunkEvents; size /= 4) {
+    const int64_t bytes = int64_t(size * sizeof(RawEvent));
+    const int64_t used = bytes_in_use_.fetch_add(bytes, std::memory_order_relaxed);
+    if (!over_limit && used + bytes > limit_bytes_) {
+      // Too big for what is left: a smaller size class may still fit.
+      bytes_in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+      continue;
+    }
+    RawEvent* c = ChunkPool::instance().acquire(size);
+    if (!c) {
+      bytes_in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+      return nullptr;
+    }
+    events = uint32_t(size);
+    return c;
   }
-  RawEvent* c = ChunkPool::instance().acquire();
-  if (!c) chunks_in_use_.fetch_sub(1, std::memory_order_relaxed);
-  return c;
+  return nullptr;
 }
 
-void Session::give_back_chunk(RawEvent* chunk) noexcept {
-  chunks_in_use_.fetch_sub(1, std::memory_order_relaxed);
-  ChunkPool::instance().release(chunk);
+void Session::give_back_chunk(RawEvent* chunk, uint32_t events) noexcept {
+  bytes_in_use_.fetch_sub(int64_t(events * sizeof(RawEvent)), std::memory_order_relaxed);
+  ChunkPool::instance().release(chunk, events);
+}
+
+bool Session::try_charge(size_t bytes) noexcept {
+  const int64_t b = int64_t(std::min<size_t>(bytes, size_t(INT64_MAX / 4)));
+  if (bytes_in_use_.fetch_add(b, std::memory_order_relaxed) + b <= limit_bytes_) return true;
+  bytes_in_use_.fetch_sub(b, std::memory_order_relaxed);
+  return false;
+}
+
+void Session::evict_exited_locked() noexcept {
+  // Some headroom (1/16 of the limit) so that the next new threads do not each scan again.
+  const int64_t target = limit_bytes_ - limit_bytes_ / 16;
+  size_t n = 0;
+  for (; n < buffers.size() && bytes_in_use_.load(std::memory_order_relaxed) > target; ++n) {
+    ThreadBuffer& b = *buffers[n];
+    if (!b.exited()) continue;
+    evicted_events += b.evict_exited();
+    ++evicted_threads;
+    charge(-kThreadBytes);
+  }
+  // The evicted buffers leave the session (their events are counted in evicted_events).
+  buffers.erase(std::remove_if(buffers.begin(), buffers.begin() + long(n),
+                               [](const std::shared_ptr<ThreadBuffer>& b) { return b->exited(); }),
+                buffers.begin() + long(n));
 }
 
 void Session::warn_limit_once() noexcept {
@@ -131,10 +190,11 @@ void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) {
   buffers.erase(std::remove_if(buffers.begin(), buffers.end(),
                                [kept](const auto& b) { return b.get() != kept; }),
                 buffers.end());
+  if (overflow.get() != kept) overflow.reset();  // it was dropped with the other buffers
   start_ticks = fork_ticks;
   async_ends.clear();  // ranges that ended before the fork
-  chunks_in_use_.store(0, std::memory_order_relaxed);
   limit_warned_.store(false, std::memory_order_relaxed);
+  unrecorded_threads = evicted_threads = evicted_events = 0;
   // Frames that were running on the forking thread when the session started (and still were at
   // the fork) are open slices from the child's start too: keep that thread's initial stack, as
   // the closes among its parent-side events leave it.
@@ -146,10 +206,14 @@ void Session::continue_in_fork_child(ThreadBuffer* kept, uint64_t fork_ticks) {
   initial_stacks = std::move(stacks);
   if (!kept) {
     initial_stacks.clear();
+    bytes_in_use_.store(0, std::memory_order_relaxed);
     return;
   }
   const uint64_t child_tid = os_thread_id();
   std::vector<RawEvent> closes = kept->restart_in_fork_child(fork_ticks, child_tid);
+  // What the child holds now: the kept buffer, without chunks; its side records were the
+  // parent's. (Other buffers' chunks went back to the pool, uncounted.)
+  bytes_in_use_.store(kThreadBytes, std::memory_order_relaxed);
   if (initial_stacks.empty()) return;
   InitialStack& stack = initial_stacks.front();
   stack.os_tid = child_tid;
@@ -237,6 +301,7 @@ std::shared_ptr<Session> active_session() {
 namespace {
 // The exiting thread's last CPU reading, while its clock can still be read.
 void note_thread_exit(const ThreadBuffer& buffer) noexcept {
+  if (buffer.counting_only()) return;  // shared, not this thread's: no CPU track
   std::lock_guard<std::mutex> lock(g_session_mutex);
   if (!g_session || g_session->epoch != buffer.epoch || !g_session->cpu_sampler) return;
   std::lock_guard<std::mutex> session_lock(g_session->mutex);
@@ -354,7 +419,7 @@ RawThread internal::copy_raw_thread(Session& session, ThreadBuffer& buffer) {
   t.os_tid = buffer.os_tid;
   t.pthread_id = buffer.pthread_id;
   t.logical_tid = buffer.logical_tid;
-  if (session.cpu_sampler) {
+  if (session.cpu_sampler && !buffer.counting_only()) {
     session.cpu_sampler->read_thread(buffer.index(), buffer.os_tid);
     t.cpu = session.cpu_sampler->readings(buffer.index());
   }
@@ -424,11 +489,41 @@ RawTracePtr disable_profiler() {
     std::lock_guard<std::mutex> warnings_lock(session->warnings_mutex);
     raw->warnings = std::move(session->warnings);
   }
+  raw->evicted_events = session->evicted_events;
+  // One line for all threads' drops (ten thousand threads at the limit are one fact, not ten
+  // thousand lines), naming the thread that lost the most.
+  uint64_t dropped = 0, threads_dropping = 0, most = 0, most_tid = 0, unrecorded_dropped = 0;
   for (auto& t : raw->threads) {
-    if (t.data.dropped) {
-      raw->warnings.push_back("framescope: " + std::to_string(t.data.dropped) +
-                              " events dropped on thread " + std::to_string(t.os_tid));
+    if (session->overflow && t.buffer_index == session->overflow->index()) {
+      unrecorded_dropped = t.data.dropped;  // said with the threads it stands for, below
+      continue;
     }
+    if (!t.data.dropped) continue;
+    dropped += t.data.dropped;
+    ++threads_dropping;
+    if (t.data.dropped > most) most = t.data.dropped, most_tid = t.os_tid;
+  }
+  if (threads_dropping == 1) {
+    raw->warnings.push_back("framescope: " + std::to_string(dropped) +
+                            " events dropped on thread " + std::to_string(most_tid));
+  } else if (threads_dropping > 1) {
+    raw->warnings.push_back("framescope: " + std::to_string(dropped) + " events dropped on " +
+                            std::to_string(threads_dropping) + " threads (the most, " +
+                            std::to_string(most) + ", on thread " + std::to_string(most_tid) +
+                            ")");
+  }
+  if (session->evicted_threads) {
+    raw->warnings.push_back(
+        "framescope: the flight recorder let go of the events of " +
+        std::to_string(session->evicted_threads) + " exited threads (" +
+        std::to_string(session->evicted_events) +
+        " events, counted as dropped) to keep the newest within the memory limit");
+  }
+  if (session->unrecorded_threads) {
+    raw->warnings.push_back("framescope: " + std::to_string(session->unrecorded_threads) +
+                            " threads that started after the memory limit was reached are not "
+                            "in the trace (their " + std::to_string(unrecorded_dropped) +
+                            " events are counted as dropped)");
   }
   return raw;
 }

@@ -32,12 +32,21 @@ class Session {
   Session(const SessionConfig& config, uint64_t epoch);
 
   /// Creates and registers a buffer for the calling thread; nullptr once the session stopped
-  /// (a buffer created after the stop would never be detached). Thread-safe.
+  /// (a buffer created after the stop would never be detached), and when the memory limit
+  /// leaves no room for one more thread (stop policy: the thread is counted as not recorded;
+  /// keep-newest lets go of exited threads' events first). Thread-safe.
   std::shared_ptr<ThreadBuffer> create_buffer();
-  /// Takes a chunk for `buffer` if the memory limit allows (or regardless, with `over_limit`);
-  /// nullptr otherwise.
-  RawEvent* take_chunk(bool over_limit = false) noexcept;
-  void give_back_chunk(RawEvent* chunk) noexcept;
+  /// Takes a chunk of `events` slots if the memory limit allows, else of a smaller size class
+  /// that fits (`events` is set to the size taken); regardless of the limit, a chunk of
+  /// ChunkPool::kMinChunkEvents with `over_limit`. nullptr otherwise.
+  RawEvent* take_chunk(uint32_t& events, bool over_limit = false) noexcept;
+  void give_back_chunk(RawEvent* chunk, uint32_t events) noexcept;
+  /// Counts `bytes` (negative: given back) of what the session holds besides chunks (side
+  /// records, per-thread state) against the memory limit. May pass the limit: the next chunk is
+  /// then refused, which applies the limit's policy.
+  void charge(int64_t bytes) noexcept { bytes_in_use_.fetch_add(bytes, std::memory_order_relaxed); }
+  /// Charges `bytes` only if they fit within the limit.
+  bool try_charge(size_t bytes) noexcept;
   void warn_limit_once() noexcept;
   void add_async_end(const AsyncEnd& end);
   void add_warning(std::string message);
@@ -72,10 +81,27 @@ class Session {
   // by buffers on their slow path. Declared last so that it goes first: its writer thread gives
   // chunks back to this session.
   std::shared_ptr<StreamWriter> stream;
+  // Threads not recorded: started at the limit (stop policy), given `overflow`, the one buffer
+  // that keeps nothing and counts their events as dropped. Under `mutex`.
+  uint64_t unrecorded_threads = 0;
+  std::shared_ptr<ThreadBuffer> overflow;
+  // Exited threads whose events keep-newest let go of to make room, and their events (under
+  // `mutex`): counted as dropped in the trace.
+  uint64_t evicted_threads = 0;
+  uint64_t evicted_events = 0;
+
+  /// What a thread's buffer costs besides its chunks (the object, its deques' first blocks,
+  /// bookkeeping), counted against the limit when it is created.
+  static constexpr int64_t kThreadBytes = 4096;
 
  private:
-  std::atomic<size_t> chunks_in_use_{0};
-  size_t max_chunks_;
+  // Keep-newest, at the limit, before a new thread's buffer is made (under `mutex`): releases
+  // the events of exited threads, oldest first, until the limit leaves room for it.
+  void evict_exited_locked() noexcept;
+
+  // Bytes of chunks, side records and thread state held, against config.memory_limit_bytes.
+  std::atomic<int64_t> bytes_in_use_{0};
+  int64_t limit_bytes_;
   std::atomic<bool> limit_warned_{false};
 };
 
@@ -110,6 +136,8 @@ struct RawTrace {
   std::vector<internal::AsyncEnd> async_ends;
   std::vector<uint64_t> compact_keys;  // Python keys of compact calls, by index
   std::vector<std::string> warnings;
+  // Events of exited threads the flight recorder let go of at the limit (counted as dropped).
+  uint64_t evicted_events = 0;
   // A streamed session: the slots written during the session are in this stream's file (the
   // threads above hold only what was still in memory at stop). StoredTrace::from_raw finishes it.
   std::shared_ptr<internal::StreamWriter> stream;

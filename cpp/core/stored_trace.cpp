@@ -175,9 +175,13 @@ void StoredTrace::visit(TraceVisitor& visitor) const {
   TraceVisitor& v = filter_.active() ? *(filtering = make_filtering_visitor(visitor, filter_))
                                      : visitor;
   const TraceView tables = view();  // must outlive the visit: visitors keep a pointer to it
+  check_files();  // a loaded file changed on disk (mapped_file.h)
   v.begin_trace(tables);
   uint64_t next_index = 0;
   for (const PartRef& ref : parts_) internal::replay_part(ref, v, next_index);
+  // Before end_trace: a writer then commits its output, which must not hold events of a file
+  // that changed during the replay.
+  check_files();
   v.end_trace();
 }
 

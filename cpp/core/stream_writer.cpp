@@ -85,6 +85,7 @@ bool StreamWriter::accepting() const noexcept {
 void StreamWriter::hand_off(StreamedChunk&& chunk) noexcept {
   Shared& sh = *shared_;
   RawEvent* events = chunk.events;
+  const uint32_t capacity = chunk.capacity;
   {
     std::lock_guard<std::mutex> lock(sh.mutex);
     try {
@@ -96,27 +97,34 @@ void StreamWriter::hand_off(StreamedChunk&& chunk) noexcept {
     }
   }
   if (events) {
-    session_.give_back_chunk(events);
+    session_.give_back_chunk(events, capacity);
     sh.room_cv.notify_all();
     return;
   }
   sh.work_cv.notify_one();
 }
 
-RawEvent* StreamWriter::wait_for_chunk() noexcept {
+RawEvent* StreamWriter::wait_for_chunk(uint32_t& events) noexcept {
   if (forked_away()) return nullptr;
   Shared& sh = *shared_;
   std::unique_lock<std::mutex> lock(sh.mutex);
+  const uint32_t wanted = events;
   for (;;) {
     if (sh.failed || sh.drained) return nullptr;
     const uint64_t seen = sh.returned;
     const bool in_flight = !sh.queue.empty() || sh.writing;
     lock.unlock();
-    if (RawEvent* c = session_.take_chunk()) return c;
+    events = wanted;
+    if (RawEvent* c = session_.take_chunk(events)) return c;
     lock.lock();
-    // Nothing was in flight and nothing came back since: the budget is held by the threads'
-    // current chunks, and waiting would never end.
-    if (!in_flight && sh.returned == seen) return nullptr;
+    if (!in_flight && sh.returned == seen) {
+      // Nothing was in flight and nothing came back since: the budget is held by the threads'
+      // current chunks (hundreds of threads, each with a chunk it has not filled), and waiting
+      // could last as long as the slowest of them. One smallest chunk beyond the limit instead
+      // (at most one per thread at a time: this thread handed all of its chunks off).
+      lock.unlock();
+      return session_.take_chunk(events, /*over_limit=*/true);
+    }
     sh.room_cv.wait(lock, [&] { return sh.returned != seen || sh.failed; });
   }
 }
@@ -170,7 +178,7 @@ void StreamWriter::run() noexcept {
         error = std::string("framescope: streaming to '") + path_ + "' failed: " + e.what();
       }
     }
-    session_.give_back_chunk(c.events);
+    session_.give_back_chunk(c.events, c.capacity);
     {
       std::lock_guard<std::mutex> lock(sh.mutex);
       sh.writing = false;

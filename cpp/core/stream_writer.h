@@ -53,6 +53,7 @@ struct StreamedChunk {
   uint32_t buffer_index = 0;
   uint64_t first_seq = 0;
   RawEvent* events = nullptr;  // a chunk of the session's budget, given back once written
+  uint32_t capacity = 0;       // its size in slots
   uint64_t count = 0;          // committed slots
   std::vector<RangeDetail> details;
   std::vector<std::string> strings;
@@ -94,10 +95,12 @@ class StreamWriter {
   /// the writer failed, the chunk is given back unwritten and the error reported at finish().
   /// Thread-safe.
   void hand_off(StreamedChunk&& chunk) noexcept;
-  /// Waits until the writer gave back a chunk, then takes one from the session's budget.
-  /// Returns null when none will come (nothing in flight, the writer failed, intake closed,
-  /// forked child): the caller then applies the session's limit policy. Thread-safe.
-  RawEvent* wait_for_chunk() noexcept;
+  /// Waits until the writer gave back a chunk, then takes one of up to `events` slots from the
+  /// session's budget (`events` is set to the size taken). When nothing is in flight (the budget
+  /// is held by the threads' current chunks, which only they can fill), a smallest chunk beyond
+  /// the limit: a streamed session never drops events while the writer keeps up. Returns null
+  /// only when the writer failed, was drained, or in a forked child. Thread-safe.
+  RawEvent* wait_for_chunk(uint32_t& events) noexcept;
 
   /// No more hand-offs (disable_profiler, before it snapshots the buffers).
   void close_intake() noexcept;

@@ -9,6 +9,8 @@
 
 namespace framescope::internal {
 
+static_assert(ChunkPool::kMinChunkEvents == 256, "thread_buffer.h starts next_chunk_events_ there");
+
 ThreadBuffer::ThreadBuffer(Session* session, uint32_t index) : session_(session), index_(index) {}
 
 ThreadBuffer::~ThreadBuffer() { release_chunks(); }
@@ -25,15 +27,17 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
   StreamWriter* stream = session_->stream.get();
   const bool streaming = stream && stream->accepting();
   if (streaming) stream_chunks_locked(*stream, first_side);
-  RawEvent* chunk = session_->take_chunk();
+  uint32_t events = next_chunk_events_;
+  RawEvent* chunk = session_->take_chunk(events);
   if (!chunk && streaming) {
-    chunk = stream->wait_for_chunk();
+    chunk = stream->wait_for_chunk(events);
   } else if (!chunk && session_->config.on_limit == LimitPolicy::kKeepNewest && chunks_.empty()) {
     // Flight recorder (never streamed: enable_profiler refuses the pair): a thread that starts
-    // once the limit is reached has no chunk of its own to recycle; it gets one beyond the limit
-    // (at most one per thread, as the limit's contract allows), else its newest events, those a
-    // dump is for, would be lost.
-    chunk = session_->take_chunk(/*over_limit=*/true);
+    // once the limit is reached has no chunk of its own to recycle (the session let go of
+    // exited threads' events to make room for it, see create_buffer, but live threads may hold
+    // it all); it gets one smallest chunk beyond the limit (at most one per live thread, as the
+    // limit's contract allows), else its newest events, those a dump is for, would be lost.
+    chunk = session_->take_chunk(events, /*over_limit=*/true);
   }
   if (!chunk) {
     if (session_->config.on_limit == LimitPolicy::kKeepNewest && !chunks_.empty()) {
@@ -58,22 +62,36 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
       // records the remaining chunks (or the event being appended) may reference.
       release_side_records_below(chunks_.empty() ? first_side : chunks_.front().first_side);
       chunk = oldest.events;
+      events = oldest.capacity;
     } else {
       session_->warn_limit_once();
       full_ = true;
       return false;
     }
   }
+  // The next chunk is 4x this one (up to a full chunk): small for threads that record little.
+  if (events >= next_chunk_events_) {
+    next_chunk_events_ = uint32_t(std::min<size_t>(ChunkPool::kChunkEvents, size_t(events) * 4));
+  }
   const uint64_t seq = committed_.load(std::memory_order_relaxed);  // owner only
-  chunks_.push_back(Chunk{chunk, seq, uint32_t(ChunkPool::kChunkEvents), first_side});
+  try {
+    chunks_.push_back(Chunk{chunk, seq, events, first_side});
+  } catch (...) {
+    session_->give_back_chunk(chunk, events);
+    return false;
+  }
   cursor_ = chunk;
-  limit_ = chunk + ChunkPool::kChunkEvents;
+  limit_ = chunk + events;
   pending_pair_ = nullptr;
   base_window_ = 0;  // compact events in the new chunk need a base of their own
   return true;
 }
 
 uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
+  if (counting_only_) {  // shared by many threads: no lock, nothing kept
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!reserve_slots_locked(1, word)) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -85,6 +103,10 @@ uint64_t ThreadBuffer::append_slow(uint64_t ticks, uint64_t word) noexcept {
 void ThreadBuffer::append_compact_slow(uint64_t ticks, uint64_t bits) noexcept {
   // A new chunk, the first compact event of a chunk, or a gap beyond the base's window: write a
   // base (an ordinary slot) and start a new pair slot right after it, in the same chunk.
+  if (counting_only_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t base_word = pack_word(EventKind::kBase, 0);
   if (!reserve_slots_locked(2, base_word)) {
@@ -121,11 +143,14 @@ SideRecordMarks ThreadBuffer::side_marks_from(uint64_t first_word) const noexcep
 void ThreadBuffer::stream_chunks_locked(StreamWriter& stream,
                                         const SideRecordMarks& keep) noexcept {
   const uint64_t committed = committed_.load(std::memory_order_relaxed);  // owner only
-  auto take = [](auto& list, uint64_t& base, uint64_t below, auto& out, uint64_t& out_base) {
+  // Records handed to the writer are the stream's from here: no longer this session's to count.
+  auto take = [this](auto& list, uint64_t& base, uint64_t below, auto& out, uint64_t& out_base) {
     out_base = base;
     while (!list.empty() && base < below) {
+      const int64_t bytes = bytes_of(list.front());
       out.push_back(std::move(list.front()));
       list.pop_front();
+      session_->charge(-bytes);
       ++base;
     }
   };
@@ -135,6 +160,7 @@ void ThreadBuffer::stream_chunks_locked(StreamWriter& stream,
     sc.buffer_index = index_;
     sc.first_seq = c.first_seq;
     sc.events = c.events;
+    sc.capacity = c.capacity;
     sc.count =
         committed > c.first_seq ? std::min<uint64_t>(c.capacity, committed - c.first_seq) : 0;
     const SideRecordMarks& below = chunks_.size() > 1 ? chunks_[1].first_side : keep;
@@ -157,15 +183,58 @@ void ThreadBuffer::stream_chunks_locked(StreamWriter& stream,
 }
 
 void ThreadBuffer::owner_exiting() noexcept {
+  if (counting_only_) return;  // not one thread's: it never exits
   std::lock_guard<std::mutex> lock(mutex_);
+  exited_.store(true, std::memory_order_release);
   if (detached_ || chunks_.empty()) return;  // detached: the session may be gone
   StreamWriter* stream = session_->stream.get();
   if (stream && stream->accepting()) stream_chunks_locked(*stream, side_marks_from(0));
 }
 
+int64_t ThreadBuffer::bytes_of(const RangeDetail& d) noexcept {
+  int64_t n = int64_t(sizeof(RangeDetail) + d.name.capacity());
+  for (const RangeInput& in : d.inputs) {
+    n += int64_t(sizeof(RangeInput) + in.text.capacity() + in.shape.capacity() * sizeof(int64_t));
+  }
+  return n;
+}
+
+int64_t ThreadBuffer::bytes_of(const std::string& s) noexcept {
+  return int64_t(sizeof(std::string) + s.capacity());
+}
+
+bool ThreadBuffer::try_charge(size_t bytes) noexcept {
+  if (counting_only_) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Not detached: the session is alive (it detaches every buffer before it goes).
+  return !full_ && !detached_ && session_->try_charge(bytes);
+}
+
+uint64_t ThreadBuffer::evict_exited() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t committed = committed_.load(std::memory_order_relaxed);  // the owner is gone
+  uint64_t n = dropped_.exchange(0, std::memory_order_relaxed) + carried_events_locked();
+  for (const Chunk& c : chunks_) {
+    if (c.first_seq < committed) {
+      n += count_events(c.events, size_t(std::min<uint64_t>(c.capacity, committed - c.first_seq)));
+    }
+    session_->give_back_chunk(c.events, c.capacity);
+  }
+  chunks_.clear();
+  cursor_ = limit_ = nullptr;
+  pending_pair_ = nullptr;
+  release_side_records_below(side_marks_from(0));
+  open_begins_.clear();
+  open_details_.clear();
+  initial_closes_.clear();
+  full_ = true;
+  return n;
+}
+
 void ThreadBuffer::release_side_records_below(const SideRecordMarks& keep) noexcept {
-  auto release = [](auto& list, uint64_t& base, uint64_t keep_from) {
+  auto release = [this](auto& list, uint64_t& base, uint64_t keep_from) {
     while (!list.empty() && base < keep_from) {
+      session_->charge(-bytes_of(list.front()));
       list.pop_front();
       ++base;
     }
@@ -295,7 +364,7 @@ std::vector<RawEvent> ThreadBuffer::restart_in_fork_child(uint64_t fork_ticks,
   for (const Chunk& c : chunks_) {
     if (c.first_seq >= committed) break;
     carry_open_begins(c, size_t(std::min<uint64_t>(c.capacity, committed - c.first_seq)));
-    ChunkPool::instance().release(c.events);
+    ChunkPool::instance().release(c.events, c.capacity);
   }
   chunks_.clear();
   cursor_ = limit_ = nullptr;
@@ -313,6 +382,10 @@ std::vector<RawEvent> ThreadBuffer::restart_in_fork_child(uint64_t fork_ticks,
 
 uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) noexcept {
   uint64_t index;
+  if (counting_only_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (full_ || detached_) {
@@ -320,13 +393,19 @@ uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) n
       return kDroppedSeq;
     }
     index = details_base_ + details_.size();
+    const int64_t bytes = bytes_of(detail);
     details_.push_back(std::move(detail));
+    session_->charge(bytes);
   }
   return append(ticks, pack_word(EventKind::kRangeBeginSide, index));
 }
 
 uint64_t ThreadBuffer::append_mark(uint64_t ticks, std::string name) noexcept {
   uint64_t index;
+  if (counting_only_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (full_ || detached_) {
@@ -334,13 +413,19 @@ uint64_t ThreadBuffer::append_mark(uint64_t ticks, std::string name) noexcept {
       return kDroppedSeq;
     }
     index = strings_base_ + strings_.size();
+    const int64_t bytes = bytes_of(name);
     strings_.push_back(std::move(name));
+    session_->charge(bytes);
   }
   return append(ticks, pack_word(EventKind::kMark, index));
 }
 
 uint64_t ThreadBuffer::append_memory(uint64_t ticks, const MemoryRecord& rec) noexcept {
   uint64_t index;
+  if (counting_only_) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return kDroppedSeq;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (full_ || detached_) {
@@ -349,6 +434,7 @@ uint64_t ThreadBuffer::append_memory(uint64_t ticks, const MemoryRecord& rec) no
     }
     index = memory_base_ + memory_.size();
     memory_.push_back(rec);
+    session_->charge(bytes_of(rec));
   }
   return append(ticks, pack_word(EventKind::kMemory, index));
 }
@@ -406,7 +492,7 @@ void ThreadBuffer::detach(bool owner_is_caller) noexcept {
   // The owner's lock-free fast path can only touch the newest chunk, so every older chunk can go
   // back to the pool now; the newest goes when the owner lets go of the buffer.
   while (chunks_.size() > (owner_is_caller ? 0u : 1u)) {
-    session_->give_back_chunk(chunks_.front().events);
+    session_->give_back_chunk(chunks_.front().events, chunks_.front().capacity);
     chunks_.pop_front();
   }
   if (owner_is_caller) {
@@ -417,7 +503,7 @@ void ThreadBuffer::detach(bool owner_is_caller) noexcept {
 
 void ThreadBuffer::release_chunks() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const Chunk& c : chunks_) ChunkPool::instance().release(c.events);
+  for (const Chunk& c : chunks_) ChunkPool::instance().release(c.events, c.capacity);
   chunks_.clear();
   cursor_ = limit_ = nullptr;
   pending_pair_ = nullptr;

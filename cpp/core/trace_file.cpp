@@ -24,6 +24,7 @@
 #include <map>
 
 #include "byte_reader.h"
+#include "mapped_file.h"
 #include "framescope/stored_trace.h"
 #include "trace_file.h"
 #include "trace_part.h"
@@ -456,6 +457,7 @@ void read_tables(std::string_view payload, TracePart& part,
 using internal::BlockWriter;
 
 void StoredTrace::serialize(OutputSink& out) const {
+  check_files();  // a loaded file changed on disk (mapped_file.h)
   BlockWriter w(out);
   internal::write_file_header(w);
   for (const PartRef& ref : parts_) {
@@ -471,6 +473,7 @@ void StoredTrace::serialize(OutputSink& out) const {
     internal::write_part_tables(w, part, threads_.data() + ref.thread_base);
   }
   if (!processes_.empty()) internal::write_processes(w, processes_);
+  check_files();  // before the caller commits the output
   w.flush();
 }
 
@@ -572,7 +575,10 @@ StoredTrace StoredTrace::deserialize_impl(std::string_view bytes,
       case RecordType::kTables: {
         if (!part) fail("tables outside a part");
         read_tables(payload, *part, chunks, span);
-        if (in_place) part->mapped = owner;
+        if (in_place) {
+          part->mapped = owner;
+          if (file_mapping) part->file = static_cast<const MappedFile*>(owner.get());
+        }
         out.add_part(std::move(part), offset_ns);
         part.reset();
         break;
@@ -598,44 +604,83 @@ StoredTrace StoredTrace::deserialize_impl(std::string_view bytes,
 }
 
 namespace {
-struct Mapping {
-  void* addr = nullptr;
+
+[[noreturn]] void load_error(const std::string& what, const std::string& path, int err) {
+  throw OutputError("framescope: " + what + " '" + path + "': " + std::strerror(err), err, path);
+}
+
+// Reads a file that cannot be mapped (a pipe: `<(cat x.fstrace)`, a FIFO, a character device)
+// into memory, 8-byte aligned so that its slots are read in place. The magic is checked after
+// the first bytes, so that an endless device (/dev/zero) is refused rather than read forever.
+StoredTrace load_stream(int fd, const std::string& path) {
+  auto buffer = std::make_shared<std::vector<uint64_t>>();
   size_t size = 0;
-  ~Mapping() {
-    if (addr) munmap(addr, size);
+  bool checked = false;
+  for (;;) {
+    if (buffer->size() * 8 - size < (size_t(1) << 16)) {
+      buffer->resize(std::max<size_t>(buffer->size() * 2, size_t(1) << 13));
+    }
+    char* base = reinterpret_cast<char*>(buffer->data());
+    const ssize_t n = ::read(fd, base + size, buffer->size() * 8 - size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      load_error("cannot read", path, err);
+    }
+    if (n == 0) break;
+    size += size_t(n);
+    if (!checked && size >= 16) {
+      checked = true;
+      if (std::memcmp(base, internal::kMagic, sizeof internal::kMagic) != 0) break;
+    }
   }
-};
+  ::close(fd);
+  std::string_view bytes(reinterpret_cast<const char*>(buffer->data()), size);
+  return StoredTrace::deserialize(bytes, std::shared_ptr<const void>(buffer, buffer->data()));
+}
+
 }  // namespace
 
 StoredTrace StoredTrace::load(const std::string& path) {
   if (path.find('\0') != std::string::npos) {
     throw std::invalid_argument("framescope: path contains a NUL byte");
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    throw OutputError("framescope: cannot open '" + path + "': " + std::strerror(err), err, path);
-  }
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) load_error("cannot open", path, errno);
   struct stat st;
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    throw OutputError("framescope: cannot stat '" + path + "': " + std::strerror(err), err, path);
+    load_error("cannot stat", path, err);
   }
-  auto m = std::make_shared<Mapping>();
-  m->size = size_t(st.st_size);
-  if (m->size > 0) {
-    void* addr = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      throw OutputError("framescope: cannot map '" + path + "': " + std::strerror(err), err, path);
-    }
-    m->addr = addr;
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw OutputError("framescope: cannot load '" + path + "': it is a directory, not a trace file",
+                      EISDIR, path);
+  }
+  if (!S_ISREG(st.st_mode)) return load_stream(fd, path);
+  std::shared_ptr<const internal::MappedFile> m;
+  try {
+    m = internal::MappedFile::map(fd, st, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   ::close(fd);
-  std::string_view bytes(static_cast<const char*>(m->addr), m->size);
-  return deserialize_impl(bytes, m, true);
+  std::string_view bytes(m->data(), m->size());
+  StoredTrace out = deserialize_impl(bytes, m, true);
+  m->check();  // changed while it was being read
+  return out;
+}
+
+void StoredTrace::check_files() const {
+  for (const PartRef& ref : parts_) {
+    if (ref.part->file) ref.part->file->check();
+  }
 }
 
 }  // namespace framescope

@@ -65,6 +65,8 @@ struct PartAsyncEnd {
 };
 
 /// A private, read-only mapping of a whole trace file: [begin, end), begin page-aligned.
+class MappedFile;
+
 struct MappedSpan {
   const char* begin = nullptr;
   const char* end = nullptr;
@@ -97,6 +99,9 @@ struct TracePart {
   // The whole private read-only file mapping the slots lie in (load() only; else empty): pages
   // are released only inside it.
   MappedSpan mapped_span;
+  // The file `mapped` is, for a part read by load() (else null): checked around every read of
+  // the slots, since the file may change on disk (mapped_file.h).
+  const MappedFile* file = nullptr;
 
   int64_t start_ns() const { return clock.to_ns(start_ticks); }
   int64_t stop_ns() const { return clock.to_ns(stop_ticks); }

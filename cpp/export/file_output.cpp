@@ -1,7 +1,11 @@
-// cpp/export/file_output.cpp: atomic file output (temp file + rename), gzip-compressed on request.
+// cpp/export/file_output.cpp: file output (atomic for regular files, direct for devices and
+// pipes), gzip-compressed on request.
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <atomic>
 #include <cerrno>
@@ -98,6 +102,107 @@ class AtomicFile final : public SeekableOutput {
   uint64_t written_ = 0;
 };
 
+// Writes straight into an existing file that is not a regular file: a device (/dev/null,
+// /dev/full), a FIFO, a terminal, a /proc/self/fd or /dev/stdout link. Renaming a temporary file
+// over such a path would replace the device node or pipe with a regular file (for the whole
+// machine, in /dev), so these are opened and written in place, as a shell redirection does. There
+// is nothing to keep intact on failure: a device has no previous contents.
+class DirectFile final : public SeekableOutput {
+ public:
+  explicit DirectFile(const std::string& path) : path_(path) {
+    // No O_CREAT: the path exists (it was just stat()ed); if it vanished meanwhile, failing is
+    // better than creating a regular file in /dev. O_TRUNC applies to a regular file reached
+    // through /proc/self/fd (as `>` would) and is ignored by devices and pipes.
+    do {
+      fd_ = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
+    } while (fd_ < 0 && errno == EINTR);
+    if (fd_ < 0) throw_errno("cannot open", path_, errno);
+  }
+  ~DirectFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void write(const char* data, size_t size) override {
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, data, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw_errno("failed writing", path_, errno);
+      }
+      if (n == 0) throw_errno("failed writing", path_, ENOSPC);
+      data += n;
+      size -= size_t(n);
+      written_ += uint64_t(n);
+    }
+  }
+  void write_at(uint64_t, const char*, size_t) override {
+    throw OutputError("framescope: cannot write back into '" + path_ + "': not a regular file",
+                      ESPIPE, path_);
+  }
+  uint64_t size() const noexcept override { return written_; }
+  void commit() override {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0 && errno != EINTR) throw_errno("failed writing", path_, errno);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t written_ = 0;
+};
+
+// Where output to `path` goes: straight into it (not a regular file, or a path in /dev or /proc,
+// where no temporary file can or may be created), or atomically to `target` (the path, or the
+// regular file a symbolic link names: the link stays a link).
+struct OutputTarget {
+  bool direct = false;
+  std::string target;
+};
+
+// True for a folder in /dev (but /dev/shm) or /proc: nothing but device nodes and links lives
+// there, so no file may be made there (a temporary, or a new regular file in /dev).
+bool in_dev_or_proc(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string folder =
+      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  char* real = ::realpath(folder.c_str(), nullptr);
+  if (!real) return false;
+  const std::string f(real);
+  std::free(real);
+  const auto under = [&f](const char* top) {
+    return f == top || f.rfind(std::string(top) + "/", 0) == 0;
+  };
+  return (under("/dev") && !under("/dev/shm")) || under("/proc");
+}
+
+OutputTarget resolve_output(const std::string& path) {
+  OutputTarget t;
+  t.target = path;
+  struct stat st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  // Devices, FIFOs, sockets, terminals (a directory fails at open: EISDIR); and /dev/stdout,
+  // /dev/fd/N, /proc/self/fd/N, which name an open file description even when it is a regular
+  // file: written through, as a shell redirection would, never renamed over. A path there that
+  // does not exist fails at open (no O_CREAT) rather than create a file in /dev.
+  if ((exists && !S_ISREG(st.st_mode)) || in_dev_or_proc(path)) {
+    t.direct = true;
+    return t;
+  }
+  if (!exists) return t;  // a new file (or an error the open reports)
+  // A regular file, possibly through a symbolic link: replace the file, keep the link.
+  if (char* real = ::realpath(path.c_str(), nullptr)) {
+    t.target = real;
+    std::free(real);
+  }
+  return t;
+}
+
+std::unique_ptr<SeekableOutput> open_output(const std::string& path) {
+  OutputTarget t = resolve_output(path);
+  if (t.direct) return std::make_unique<DirectFile>(path);
+  return std::make_unique<AtomicFile>(t.target);
+}
+
 }  // namespace
 
 bool is_gzip_path(std::string_view path) noexcept {
@@ -115,12 +220,21 @@ void check_path(const std::string& path) {
 
 std::unique_ptr<SeekableOutput> open_seekable_file_output(const std::string& path) {
   check_path(path);
-  return std::make_unique<AtomicFile>(path);
+  OutputTarget t = resolve_output(path);
+  if (t.direct) {
+    // A streamed trace is completed in place at stop and then read back from the file (mapped):
+    // a device or pipe can do neither. Refused before the session starts.
+    throw OutputError("framescope: cannot stream to '" + path +
+                          "': not a regular file (a streamed trace is completed in place and "
+                          "read back from the file; stream to a file and copy it)",
+                      0, path);
+  }
+  return std::make_unique<AtomicFile>(t.target);
 }
 
 std::unique_ptr<OutputSink> open_file_output(const std::string& path, bool gzip) {
   check_path(path);
-  std::unique_ptr<OutputSink> file = std::make_unique<AtomicFile>(path);
+  std::unique_ptr<OutputSink> file = open_output(path);
   if (!gzip) return file;
   return exporters::make_gzip_sink(std::move(file), exporters::default_gzip_workers());
 }

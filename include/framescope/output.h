@@ -47,8 +47,11 @@ class StringSink final : public OutputSink {
 
 /// Writes `path` atomically: bytes go to a temporary file in the same folder, which commit()
 /// flushes and renames over `path` (so readers never see a partial file, and a
-/// failed write leaves the old file intact). With `gzip`, the bytes are gzip-compressed (zlib,
-/// level 1: fast). Throws OutputError (with errno and path) when the temporary file cannot be
+/// failed write leaves the old file intact). A regular file reached through a symbolic link is
+/// replaced where it lies (the link stays). Anything that is not a regular file (a device such
+/// as /dev/null, a FIFO, /dev/stdout, /proc/self/fd/N: any existing path in /dev or /proc but
+/// /dev/shm) is opened and written in place, never replaced. With `gzip`, the bytes are
+/// gzip-compressed (zlib, level 1: fast). Throws OutputError (with errno and path) when the temporary file cannot be
 /// created, and std::invalid_argument when `path` holds a NUL byte.
 std::unique_ptr<OutputSink> open_file_output(const std::string& path, bool gzip = false);
 
@@ -63,7 +66,8 @@ class SeekableOutput : public OutputSink {
   virtual uint64_t size() const noexcept = 0;
 };
 
-/// Opens `path` like open_file_output(path, false), for writing in place later as well.
+/// Opens `path` like open_file_output(path, false), for writing in place later as well. Throws
+/// OutputError for a path that is not a regular file (device, FIFO, /dev/stdout).
 std::unique_ptr<SeekableOutput> open_seekable_file_output(const std::string& path);
 
 /// True when `path` ends with ".gz".

@@ -60,8 +60,14 @@ class StoredTrace final : public TraceSource {
   static StoredTrace deserialize(std::string_view bytes,
                                  std::shared_ptr<const void> owner = nullptr);
   /// Maps `path` and reads it in place. Throws OutputError (errno, path) when it cannot be
-  /// opened and TraceFormatError when it is malformed.
+  /// opened (EISDIR for a directory) and TraceFormatError when it is malformed. A file that
+  /// cannot be mapped (a pipe, a FIFO, `<(cat x.fstrace)`) is read into memory instead.
   static StoredTrace load(const std::string& path);
+  /// Throws OutputError when a file this trace reads its events from (load()) was truncated or
+  /// rewritten on disk since it was loaded. Every reader (visit(), ReplayCursor, serialize())
+  /// checks before and after it reads the events; a truncation during a read does not crash the
+  /// process (see cpp/core/mapped_file.h).
+  void check_files() const;
 
   /// Streams the .fstrace form (magic, then each part: header, slot chunks, tables).
   void serialize(OutputSink& out) const;

@@ -14,15 +14,17 @@ from typing import Any
 _MAX_NS = 2**62
 
 
-def read_document(path: str) -> Any:
-    """The parsed JSON of ``path`` (gunzipped when it starts with gzip's magic).
+def read_document(path: str, data: bytes | None = None) -> Any:
+    """The parsed JSON of ``path`` (gunzipped when it starts with gzip's magic); ``data``: its
+    bytes when already read (a pipe or FIFO can be read once only).
 
     Raises:
         ValueError: a damaged gzip file, invalid or too deeply nested JSON.
         OSError: the file cannot be read.
     """
-    with open(path, "rb") as f:
-        data = f.read()
+    if data is None:
+        with open(path, "rb") as f:
+            data = f.read()
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)

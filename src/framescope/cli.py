@@ -23,6 +23,7 @@ from framescope.cli_traces import (
     resolve_output,
     run_trace_command,
     stream_file,
+    written_in_place,
 )
 from framescope.flight_recorder import FlightRecorder, parse_signal
 from framescope.profiler import parse_memory_limit, profile
@@ -335,6 +336,13 @@ def _check_output(path: str) -> str | None:
         return f"cannot write the trace to {path!r}: no directory {folder!r}"
     if os.path.exists(target) and not os.access(target, os.W_OK):
         return f"cannot write the trace to {path!r}: permission denied"
+    if written_in_place(path):
+        # A device, FIFO or /dev/stdout: written in place, no file is made next to it (nor a
+        # new one in /dev).
+        if not os.path.exists(target):
+            return (f"cannot write the trace to {path!r}: no such file "
+                    "(none is made in /dev or /proc)")
+        return None
     probe = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.check.tmp")
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 
 from framescope.export import EXTENSIONS, check_compression, format_for_path, format_name
 from framescope.tables._deps import MissingDependency
@@ -48,11 +49,28 @@ def error_text(exc: BaseException) -> str:
 
 def stream_file(output: str, format: str) -> str:
     """Where ``framescope run --stream`` streams the events: ``output`` itself for a .fstrace,
-    else a hidden temporary next to it (converted to ``output`` at the end, then removed)."""
+    else a hidden temporary next to it (converted to ``output`` at the end, then removed). An
+    output that is not a regular file (/dev/null, a FIFO, /dev/stdout) cannot be streamed into
+    (the file is completed in place and read back) and has no folder to put a temporary in: the
+    stream then goes to a temporary in the system's temporary folder."""
+    folder, name = os.path.split(os.path.abspath(output))
+    if written_in_place(output):
+        return os.path.join(tempfile.gettempdir(),
+                            f".framescope-{os.getpid()}-{name}.stream.fstrace")
     if format == "fstrace":
         return output
-    folder, name = os.path.split(os.path.abspath(output))
     return os.path.join(folder, f".{name}.{os.getpid()}.stream.fstrace")
+
+
+def written_in_place(output: str) -> bool:
+    """True when ``output`` is written in place rather than replaced (the core's rule: an
+    existing path that is not a regular file, or any path in /dev but /dev/shm, or in /proc)."""
+    if os.path.exists(output) and not os.path.isfile(output):
+        return True
+    real = os.path.realpath(os.path.dirname(os.path.abspath(output)))
+    if real == "/dev/shm" or real.startswith("/dev/shm/"):
+        return False
+    return any(real == top or real.startswith(top + "/") for top in ("/dev", "/proc"))
 
 
 def add_trace_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

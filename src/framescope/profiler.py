@@ -804,11 +804,12 @@ def load(path: str | os.PathLike[str], min_duration_ns: int = 0,
          max_depth: int | None = None) -> profile:
     """Reads a trace written by ``profile.save()`` (or streamed with ``stream_to=``) and returns
     a stopped ``profile`` holding it: ``events()``, ``summary()``, ``export()`` work as after a
-    session. The file is mapped, not read into memory.
+    session. The file is mapped, not read into memory (a pipe or FIFO is read into memory); if
+    it is later truncated or rewritten in place, reading the events raises OSError.
 
     Raises:
         ValueError: the file is not a complete framescope trace.
-        OSError: the file cannot be opened.
+        OSError: the file cannot be opened (IsADirectoryError for a directory).
     """
     prof = profile(min_duration_ns=min_duration_ns, max_depth=max_depth)
     prof._trace = _core.Trace.load(_fspath(path))

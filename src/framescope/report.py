@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import stat
 import time
 from array import array
 from dataclasses import dataclass, field
@@ -328,9 +329,11 @@ def load(path: str | os.PathLike[str]) -> ReportData:
     path = os.fspath(path)
     title = os.path.basename(path)
     with open(path, "rb") as f:
-        head = f.read(64)
+        # A pipe or FIFO (`<(cat x.json)`) can be read once only: all of it, now.
+        whole = None if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else f.read()
+        head = f.read(64) if whole is None else whole[:64]
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
-        doc = _chrome_input.read_document(path)
+        doc = _chrome_input.read_document(path, whole)
         try:
             return from_chrome_json(doc, title)
         except ValueError as exc:
@@ -338,7 +341,7 @@ def load(path: str | os.PathLike[str]) -> ReportData:
     from framescope._core import Trace
 
     try:
-        trace = Trace.load(path)
+        trace = Trace.load(path) if whole is None else Trace.deserialize(whole)
     except (ValueError, RuntimeError) as exc:
         raise ValueError(
             f"{path}: neither a Chrome JSON trace nor a saved framescope trace ({exc})"

@@ -191,6 +191,8 @@ PyObject* event_iter_next(PyObject* self) noexcept {
     return make_event(*it.ctx, s, dur).release().ptr();
   } catch (nb::python_error& e) {
     e.restore();
+  } catch (const OutputError& e) {  // the loaded file changed on disk (an OSError, as elsewhere)
+    set_output_error(e);
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
   }

@@ -7,6 +7,7 @@
 #include <structmember.h>
 
 #include <new>
+#include <unordered_set>
 #include <vector>
 
 #include "bindings/record_function_internal.h"
@@ -25,6 +26,27 @@ namespace {
 // Names handed to the core as "static" strings (no copy per range) are the UTF-8 buffers of the
 // Python str objects; the str objects are pinned here until the session's trace is replayed.
 std::vector<PyObject*> g_pinned_names;  // strong, GIL-protected
+std::unordered_set<PyObject*> g_pinned_set;  // the same objects, pinned once each
+
+// Pins `name` for the session, its bytes counted against the session's memory limit (a name per
+// request, f"req-{k}", is memory the session holds). False when the limit leaves no room, or
+// the thread does not record (at the limit with the stop policy): the caller then passes the
+// name as a copy, which goes (dropped or recycled) with its event.
+bool pin_name(PyObject* name, Py_ssize_t size) {
+  if (g_pinned_set.count(name)) return true;
+  internal::ThreadBuffer* b = internal::current_buffer();
+  // The str object, the set's node and the vector's slot.
+  if (!b || !b->try_charge(sizeof(PyASCIIObject) + size_t(size) + 64)) return false;
+  try {
+    g_pinned_set.insert(name);
+    g_pinned_names.push_back(name);
+  } catch (...) {
+    g_pinned_set.erase(name);
+    return false;
+  }
+  Py_INCREF(name);
+  return true;
+}
 
 struct RecordFunctionObject {
   PyObject ob_base;  // PyObject_HEAD
@@ -172,8 +194,10 @@ bool begin_python_range(RecordFunction& range, PyObject* name, PyObject* args,
   } else if (cache.name_is_c_string > 0) {
     uint64_t epoch = internal::g_session_epoch.load(std::memory_order_relaxed);
     if (epoch && cache.pinned_epoch != epoch) {
-      Py_INCREF(name);
-      g_pinned_names.push_back(name);
+      if (!pin_name(name, size)) {
+        range.before(std::string_view(utf8, size_t(size)));  // a copy, counted with its event
+        return true;
+      }
       cache.pinned_epoch = epoch;
     }
     range.before(utf8);
@@ -455,6 +479,7 @@ bool record_function_init(PyObject* module) {
 void release_record_function_names() {
   std::vector<PyObject*> names;
   names.swap(g_pinned_names);
+  g_pinned_set.clear();
   for (PyObject* n : names) Py_DECREF(n);
 }
 

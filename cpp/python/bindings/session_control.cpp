@@ -366,8 +366,21 @@ void bind_session_control(nb::module_& m) {
       [](nb::handle address, nb::handle bytes, nb::handle total_allocated,
          nb::handle total_reserved, nb::handle device) {
         const char* fn = "record_memory()";
-        int64_arg(address, fn, "address");  // checks the type
-        const uint64_t addr = PyLong_AsUnsignedLongLongMask(address.ptr());
+        // An address is unsigned: the whole range 0..2**64-1 (a negative int down to -2**63 is
+        // taken as its two's complement, as before).
+        if (!PyLong_Check(address.ptr())) int64_arg(address, fn, "address");  // the TypeError
+        uint64_t addr = PyLong_AsUnsignedLongLong(address.ptr());
+        if (addr == uint64_t(-1) && PyErr_Occurred()) {
+          PyErr_Clear();
+          const long long v = PyLong_AsLongLong(address.ptr());
+          if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_OverflowError,
+                            "record_memory(): address must be within 0..2**64-1");
+            throw nb::python_error();
+          }
+          addr = uint64_t(v);
+        }
         const int64_t dev = int64_arg(device, fn, "device");
         if (dev < INT32_MIN || dev > INT32_MAX) {
           throw nb::value_error("record_memory(): device must fit in 32 bits");

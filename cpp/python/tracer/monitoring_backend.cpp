@@ -176,8 +176,13 @@ bool fallback::platform_start() {
   PyObject* mon = monitoring_module();
   if (!mon) return false;
   if (g_fb.tool_id < 0) {
-    // PROFILER_ID (2) first, as profilers should; otherwise any free tool id.
-    static const int kCandidates[] = {2, 4, 3, 5, 1, 0};
+    // A tool id that no other kind of tool expects: sys.monitoring reserves 0 (DEBUGGER_ID),
+    // 1 (COVERAGE_ID), 2 (PROFILER_ID) and 5 (OPTIMIZER_ID) by convention, and 3 and 4 are
+    // nobody's. Holding PROFILER_ID made cProfile.enable() (which asks for exactly that id)
+    // fail with "Another profiling tool is already active" inside a session; so 4, then 3, and
+    // only when both are taken the reserved ones, the least likely to be wanted later first
+    // (a debugger or coverage started after framescope would find theirs taken).
+    static const int kCandidates[] = {4, 3, 5, 2, 1, 0};
     for (int id : kCandidates) {
       PyObject* r = PyObject_CallMethod(mon, "use_tool_id", "is", id, "framescope");
       if (r) {

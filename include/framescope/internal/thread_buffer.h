@@ -103,6 +103,10 @@ class ThreadBuffer {
   /// that `dropped` stays in events, the unit of recorded_events. Any thread.
   void count_dropped(uint64_t n) noexcept { dropped_.fetch_add(n, std::memory_order_relaxed); }
 
+  /// Counts `bytes` the owner holds for the session (a pinned name) against its memory limit.
+  /// False, charging nothing, when they do not fit or this buffer no longer records. Owner.
+  bool try_charge(size_t bytes) noexcept;
+
   uint32_t index() const noexcept { return index_; }
   Session* session() const noexcept { return session_; }
 
@@ -143,8 +147,23 @@ class ThreadBuffer {
   void detach(bool owner_is_caller) noexcept;
   /// The owning thread is exiting: in a streamed session its chunks go to the stream now rather
   /// than wait for the stop (a pool that churns threads would otherwise hold a chunk per dead
-  /// thread). Owner only.
+  /// thread); otherwise the buffer is marked exited (keep-newest may let go of its events).
+  /// Owner only.
   void owner_exiting() noexcept;
+  /// True once the owner exited (any thread).
+  bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
+  /// Makes this buffer one that keeps nothing and counts every event as dropped, shared by the
+  /// threads that start once the memory limit is reached (stop policy): they then cost no
+  /// memory, and dropped_events still counts what they did. Before the buffer is published.
+  void make_counting_only() noexcept {
+    full_ = true;
+    counting_only_ = true;
+  }
+  bool counting_only() const noexcept { return counting_only_; }
+  /// Keep-newest at the limit, for an exited buffer (the session's mutex held): gives every
+  /// chunk and side record back and returns the events let go of (from then on the buffer
+  /// holds only its dropped count).
+  uint64_t evict_exited() noexcept;
 
   // ---- fork (session.cpp's pthread_atfork handlers) ----
   /// Takes / releases mutex_ around fork(), so that no other thread is inside it when the
@@ -203,6 +222,10 @@ class ThreadBuffer {
   // Releases the side records below `keep` once the chunks referencing them are recycled (under
   // mutex_). O(records released): no scan of the recycled chunk.
   void release_side_records_below(const SideRecordMarks& keep) noexcept;
+  // What side records cost against the session's memory limit (charged while they are here).
+  static int64_t bytes_of(const RangeDetail& d) noexcept;
+  static int64_t bytes_of(const std::string& s) noexcept;
+  static int64_t bytes_of(const MemoryRecord&) noexcept { return sizeof(MemoryRecord); }
   // Folds the `slots` events of a chunk that leaves the buffer (recycled, or dropped at fork)
   // into the carried state: begins still open join open_begins_, ends and returns remove the
   // begins they close, closes of pre-existing frames join initial_closes_. Mirrors replay's
@@ -236,6 +259,9 @@ class ThreadBuffer {
   uint32_t index_;
   bool full_ = false;      // at the memory limit with the stop policy: events counted, not kept
   bool detached_ = false;  // the session stopped
+  std::atomic<bool> exited_{false};
+  bool counting_only_ = false;  // shared by several threads: only dropped_ (atomic) changes
+  uint32_t next_chunk_events_ = 256;  // size of the next chunk (ChunkPool::kMinChunkEvents, x4)
 
   mutable std::mutex mutex_;
   std::deque<Chunk> chunks_;
