@@ -384,15 +384,17 @@ def test_frames_open_at_the_limit_end_where_recording_stopped() -> None:
     with framescope.profile(memory_limit="1MiB", cpu_time=False) as prof:
         for i in range(300_000):
             _work(i)
-        time.sleep(0.05)  # unrecorded time after the limit: nobody's
+        time.sleep(0.3)  # unrecorded time after the limit: nobody's
     events = list(prof.events())
     work = [e for e in events if e.name.endswith("_work")]
     assert prof.trace.dropped_events > 0 and work
-    assert max(e.duration_ns for e in work) < 5_000_000, max(work, key=lambda e: e.duration_ns)
+    # Before, one _work call held the 300 ms sleep (and the rest of the loop). The bound is far
+    # from both: a trivial call preempted on a loaded machine still takes well under 100 ms.
+    assert max(e.duration_ns for e in work) < 100_000_000, max(work, key=lambda e: e.duration_ns)
     last_end = max(e.start_ns + e.duration_ns for e in work)
     open_at_stop = [e for e in events if e.open_at_stop]
     assert open_at_stop and all(e.start_ns + e.duration_ns <= last_end + 1_000 for e in open_at_stop)
-    # The recorded time is the recorded window: the 50 ms sleep after the limit is not in it.
+    # The recorded time is the recorded window: the 300 ms sleep after the limit is not in it.
     total_s = sum(e.self_cpu_time_total for e in prof.key_averages()) / 1e6
     assert total_s < (last_end - min(e.start_ns for e in events)) / 1e9 + 0.001
 
