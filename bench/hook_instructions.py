@@ -169,7 +169,10 @@ def report(version: str, workload: str, calls: float, cells: dict[str, dict[str,
 
     print(f"  {workload:10s} {calls:12,.0f} calls   instructions per call beyond untraced:")
     for config in CONFIGS[1:]:
-        print(f"    {config:18s} {per_call(config):8.1f}")
+        if config in cells:
+            print(f"    {config:18s} {per_call(config):8.1f}")
+    if not all(c in cells for c in CONFIGS):
+        return
     fs = per_call("framescope_nocpu")
     print(f"    framescope beyond no-op hook: {fs - per_call('noop_hook'):.1f}, beyond clock floor: "
           f"{fs - per_call('clock_floor'):.1f}; total Ir ratio fs/no-op: "
@@ -193,6 +196,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="interpreters with framescope installed (default: every 3.10-3.13)")
     ap.add_argument("--workloads", nargs="+", default=list(ALL_WORKLOADS),
                     choices=list(ALL_WORKLOADS))
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
+                    help="configurations to run (untraced is always run: the baseline)")
     ap.add_argument("--annotate", action="store_true",
                     help="per-line breakdown (needs FRAMESCOPE_PROFILING_SYMBOLS=ON)")
     ap.add_argument("--output", default=RESULTS)
@@ -213,8 +218,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                 if not calls:
                     print(f"  {workload}: could not count calls (framescope not installed?)")
                     continue
+                configs = ["untraced"] + [c for c in args.configs if c != "untraced"]
                 cells = {c: run_callgrind(path, c, workload, scale, tmp, args.annotate)
-                         for c in CONFIGS}
+                         for c in configs}
                 report(py.version, workload, calls, cells)
                 per_py[workload] = {"calls": calls, "scale": scale, "cells": cells}
             doc["results"][py.version] = per_py
