@@ -5,7 +5,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "cpu_clock.h"
+#include "open_slice_time.h"
 
 namespace framescope {
 
@@ -28,12 +28,7 @@ std::string format_input_shapes(const std::vector<RangeInput>& inputs) {
 
 namespace {
 
-// Saturating: totals over hand-made or loaded traces must not overflow.
-int64_t sat_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
+using internal::sat_add;
 
 class KeyAveragesVisitor final : public TraceVisitor {
  public:
@@ -94,7 +89,8 @@ class KeyAveragesVisitor final : public TraceVisitor {
     if (i >= stack_.size()) return;
     Open o = stack_[i];
     const int64_t dur = std::max<int64_t>(0, s.dur_ns);
-    hand_over_open_children(o, i, s.start_ns + dur);
+    analysis::hand_over_open_children(stack_, i, s.start_ns + dur, clock_.get());
+    o = stack_[i];
     stack_.erase(stack_.begin() + long(i));
     if (o.python_pos >= 0 && size_t(o.python_pos) < python_.size()) {
       python_.erase(python_.begin() + o.python_pos);
@@ -137,17 +133,9 @@ class KeyAveragesVisitor final : public TraceVisitor {
  private:
   static constexpr size_t kCategories = 8;
 
-  struct Open {
-    uint64_t index = 0;
-    int64_t parent = -1;  // the open slice it is a child of now (see hand_over_open_children)
-    int64_t charged_ns = 0;   // its time already charged to parents that ended before it
-    int64_t charged_cpu = 0;  // the same, on CPU
+  struct Open : analysis::OpenSliceTime {
     uint32_t key = 0;
     uint32_t parent_key = UINT32_MAX;
-    int64_t start_ns = 0;
-    int64_t cpu_start = 0;
-    int64_t child_ns = 0;
-    int64_t child_cpu = 0;
     int64_t mem_direct = 0;
     int64_t child_mem = 0;
     int64_t flops = 0;
@@ -309,31 +297,6 @@ class KeyAveragesVisitor final : public TraceVisitor {
     return id;
   }
 
-  // The slice `o` (at stack_[at]) ends at `end_ns` while some of its children are still open: a
-  // range begun in a function and ended after it returned, on the same thread. Each instant's
-  // time belongs to the innermost open slice, so `o` keeps as child time the part of them that
-  // lay inside it, and from now on they are children of `o`'s parent (which takes the rest when
-  // they end). Charging `o` with a child's whole duration instead counted its time after `o`
-  // ended twice: as its own self time and in the self time of `o`'s parent.
-  void hand_over_open_children(Open& o, size_t at, int64_t end_ns) {
-    for (size_t j = at + 1; j < stack_.size(); ++j) {
-      Open& c = stack_[j];
-      if (c.parent != int64_t(o.index)) continue;
-      const int64_t so_far = std::max<int64_t>(0, end_ns - c.start_ns);
-      const int64_t inside = std::max<int64_t>(0, so_far - c.charged_ns);
-      o.child_ns = sat_add(o.child_ns, inside);
-      c.charged_ns = sat_add(c.charged_ns, inside);
-      if (clock_) {
-        const int64_t cpu_so_far =
-            analysis::CpuClock::used(c.cpu_start, clock_->at(end_ns), so_far);
-        const int64_t cpu_inside = std::max<int64_t>(0, cpu_so_far - c.charged_cpu);
-        o.child_cpu = sat_add(o.child_cpu, cpu_inside);
-        c.charged_cpu = sat_add(c.charged_cpu, cpu_inside);
-      }
-      c.parent = o.parent;
-    }
-  }
-
   // Credits the ended event `o` to its key and its thread; returns what its key got.
   Contribution finish(const Open& o, int64_t dur, int64_t cpu, int64_t parent) {
     KeyAverage& k = out_.entries[o.key];
@@ -372,9 +335,7 @@ class KeyAveragesVisitor final : public TraceVisitor {
     for (size_t i = stack_.size(); i-- > 0;) {
       if (int64_t(stack_[i].index) == parent) {
         Open& p = stack_[i];
-        // Less what parents that ended before `o` were charged (hand_over_open_children).
-        p.child_ns = sat_add(p.child_ns, std::max<int64_t>(0, dur - o.charged_ns));
-        if (cpu >= 0) p.child_cpu = sat_add(p.child_cpu, std::max<int64_t>(0, cpu - o.charged_cpu));
+        analysis::charge_parent(p, o, dur, cpu);
         p.child_mem = sat_add(p.child_mem, mem_total);
         return added;
       }

@@ -7,6 +7,7 @@
 #include "session_impl.h"
 #include "stream_writer.h"
 #include "trace_part.h"
+#include "saturating.h"
 
 namespace framescope {
 
@@ -335,12 +336,7 @@ class TraceBuilder final : public TraceVisitor {
   uint64_t count_;
 };
 
-// Saturating arithmetic: stats over hand-made or loaded traces must not overflow.
-int64_t sat_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
+using internal::sat_add;
 
 }  // namespace
 

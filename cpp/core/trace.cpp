@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "byte_reader.h"
+#include "saturating.h"
 
 namespace framescope {
 
@@ -77,12 +78,7 @@ void Trace::merge(const Trace& other, int64_t offset_ns) {
 }
 
 namespace {
-// Saturating arithmetic: stats over hand-made or deserialized traces must not overflow.
-int64_t sat_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
+using internal::sat_add;
 int64_t end_of(const TraceEvent& e) { return sat_add(e.start_ns, e.dur_ns); }
 }  // namespace
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "cpu_clock.h"
+#include "open_slice_time.h"
 #include "framescope/chrome_trace.h"
 
 namespace framescope {
@@ -15,11 +15,7 @@ const char* const kRowKindNames[7] = {"python", "c", "op", "range", "instant", "
 
 namespace {
 
-int64_t sat_add(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return r;
-}
+using internal::sat_add;
 
 void put_double(std::string& out, double v) {
   if (!std::isfinite(v)) {
@@ -90,7 +86,9 @@ class ColumnarVisitor final : public TraceVisitor {
   void slice_begin(const Slice& s) override {
     Open o;
     o.slice = s;
-    o.parent_now = s.parent;
+    o.index = s.index;
+    o.parent = s.parent;
+    o.start_ns = s.start_ns;
     o.cpu_start = clock_ ? clock_->at(s.start_ns) : 0;
     const size_t key = key_of(s);
     o.recursive = active_[key] != 0;
@@ -104,9 +102,9 @@ class ColumnarVisitor final : public TraceVisitor {
       if (stack_[i].slice.index == s.index) break;
     }
     if (i >= stack_.size()) return;
-    Open o = stack_[i];
     const int64_t dur = std::max<int64_t>(0, s.dur_ns);
-    hand_over_open_children(o, i, s.start_ns + dur);
+    analysis::hand_over_open_children(stack_, i, s.start_ns + dur, clock_.get());
+    const Open o = stack_[i];
     stack_.erase(stack_.begin() + long(i));
     --active_[key_of(o.slice)];
     const int64_t cpu =
@@ -115,10 +113,9 @@ class ColumnarVisitor final : public TraceVisitor {
     const int64_t cpu_self = cpu >= 0 ? std::max<int64_t>(0, cpu - o.child_cpu) : -1;
     const int64_t mem_total = sat_add(o.mem_direct, o.child_mem);
     for (size_t j = stack_.size(); j-- > 0;) {
-      if (int64_t(stack_[j].slice.index) == o.parent_now) {
+      if (int64_t(stack_[j].index) == o.parent) {
         Open& p = stack_[j];
-        p.child_ns = sat_add(p.child_ns, std::max<int64_t>(0, dur - o.charged_ns));
-        if (cpu >= 0) p.child_cpu = sat_add(p.child_cpu, std::max<int64_t>(0, cpu - o.charged_cpu));
+        analysis::charge_parent(p, o, dur, cpu);
         p.child_mem = sat_add(p.child_mem, mem_total);
         break;
       }
@@ -162,14 +159,8 @@ class ColumnarVisitor final : public TraceVisitor {
   // Keys of the recursion test: symbol x category x asyncness.
   static constexpr size_t kKeys = 16;
 
-  struct Open {
+  struct Open : analysis::OpenSliceTime {
     Slice slice;
-    int64_t parent_now = -1;  // the open slice it is a child of now (hand_over_open_children)
-    int64_t charged_ns = 0;
-    int64_t charged_cpu = 0;
-    int64_t cpu_start = 0;
-    int64_t child_ns = 0;
-    int64_t child_cpu = 0;
     int64_t mem_direct = 0;
     int64_t child_mem = 0;
     bool recursive = false;
@@ -178,27 +169,6 @@ class ColumnarVisitor final : public TraceVisitor {
   size_t key_of(const Slice& s) const {
     const size_t sym = std::min<size_t>(s.symbol, view_->symbols.size());
     return sym * kKeys + (size_t(s.category) & 7) + (s.async_end ? 8 : 0);
-  }
-
-  // See key_averages.cpp: children still open when `o` ends keep as child time of `o` the part
-  // of them inside it, and become children of `o`'s parent.
-  void hand_over_open_children(Open& o, size_t at, int64_t end_ns) {
-    for (size_t j = at + 1; j < stack_.size(); ++j) {
-      Open& c = stack_[j];
-      if (c.parent_now != int64_t(o.slice.index)) continue;
-      const int64_t so_far = std::max<int64_t>(0, end_ns - c.slice.start_ns);
-      const int64_t inside = std::max<int64_t>(0, so_far - c.charged_ns);
-      o.child_ns = sat_add(o.child_ns, inside);
-      c.charged_ns = sat_add(c.charged_ns, inside);
-      if (clock_) {
-        const int64_t cpu_so_far =
-            analysis::CpuClock::used(c.cpu_start, clock_->at(end_ns), so_far);
-        const int64_t cpu_inside = std::max<int64_t>(0, cpu_so_far - c.charged_cpu);
-        o.child_cpu = sat_add(o.child_cpu, cpu_inside);
-        c.charged_cpu = sat_add(c.charged_cpu, cpu_inside);
-      }
-      c.parent_now = o.parent_now;
-    }
   }
 
   void row(const Slice& s, int64_t dur, int64_t self, int64_t cpu, int64_t cpu_self,
