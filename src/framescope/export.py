@@ -75,6 +75,22 @@ def check_compression(name: str, path: str) -> None:
         raise ValueError(f"{_UNCOMPRESSED[name]}: use {path[:-3]!r}, not {path!r}")
 
 
+def host_marked(trace: Trace, name: str, extra_host: Collection[str] = (),
+                host: Literal["mark", "drop", "show"] = "mark") -> Trace:
+    """``trace`` as format ``name`` writes it: host code (framescope._host_code) marked, dropped
+    or folded as export_trace() says; ``.fstrace`` keeps what was recorded."""
+    if name == "fstrace":
+        return trace
+    from framescope import _host_code
+
+    classes = _host_code.symbol_classes(trace, extra_host)
+    if _host_code.HOST not in classes:
+        return trace
+    summary = name in ("pstats", "html")
+    return _core._with_host(trace, classes, summary and host != "show",
+                            host == "drop" and not summary)
+
+
 def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None = None,
                  extra_host: Collection[str] = (),
                  host: Literal["mark", "drop", "show"] = "mark") -> None:
@@ -92,14 +108,7 @@ def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None 
                         f"{type(format).__name__}")
     name = format_name(format) if format is not None else format_for_path(p)
     check_compression(name, p)
-    if name != "fstrace":
-        from framescope import _host_code
-
-        classes = _host_code.symbol_classes(trace, extra_host)
-        if _host_code.HOST in classes:
-            summary = name in ("pstats", "html")
-            trace = _core._with_host(trace, classes, summary and host != "show",
-                                     host == "drop" and not summary)
+    trace = host_marked(trace, name, extra_host, host)
     if name == "fstrace":
         trace.save(p)
     elif name == "html":  # the report page (framescope.report), written in Python

@@ -614,8 +614,10 @@ class profile:
         p = _fspath(ranks.expand_rank(path))
         options = {"with_stack": self.with_stack, "profile_memory": self.profile_memory,
                    "record_shapes": self.record_shapes}
-        _torch_json.export_chrome(self.trace, p, options, self._metadata,
-                                  self.unavailable_activities)
+        from framescope.export import host_marked
+
+        trace = host_marked(self.trace, "chrome", self._host_files, self._host_export)
+        _torch_json.export_chrome(trace, p, options, self._metadata, self.unavailable_activities)
 
     def add_metadata(self, key: str, value: str) -> None:
         """Adds ``key`` with the string ``value`` at the top level of the Chrome JSON that
