@@ -33,11 +33,20 @@ async def offloaded() -> int:
     return await asyncio.to_thread(cpu, 3000)
 
 
+async def grouped(*named: tuple[Any, str]) -> None:
+    """Named tasks in a TaskGroup where there is one (3.11+), else create_task + gather."""
+    if hasattr(asyncio, "TaskGroup"):
+        async with asyncio.TaskGroup() as tg:
+            for coro, name in named:
+                tg.create_task(coro, name=name)
+    else:
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.create_task(coro, name=name) for coro, name in named))
+
+
 async def program() -> None:
     await asyncio.gather(worker(3), worker(4))
-    async with asyncio.TaskGroup() as tg:
-        tg.create_task(worker(2), name="grouped")
-        tg.create_task(offloaded(), name="offloaded")
+    await grouped((worker(2), "grouped"), (offloaded(), "offloaded"))
     task = asyncio.get_running_loop().create_task(worker(1), name="created")
     assert task.get_coro().__qualname__ == "worker"  # the Task is untouched
     await task
@@ -129,9 +138,14 @@ def test_cli_by_task(tmp_path: Any) -> None:
             for _ in range(n):
                 await asyncio.sleep(0)
         async def main():
-            async with asyncio.TaskGroup() as tg:
-                tg.create_task(step(3), name="alpha")
-                tg.create_task(step(5), name="beta")
+            if hasattr(asyncio, "TaskGroup"):
+                async with asyncio.TaskGroup() as tg:
+                    tg.create_task(step(3), name="alpha")
+                    tg.create_task(step(5), name="beta")
+            else:  # 3.10
+                loop = asyncio.get_running_loop()
+                await asyncio.gather(loop.create_task(step(3), name="alpha"),
+                                     loop.create_task(step(5), name="beta"))
         asyncio.run(main())
     """))
     out = subprocess.run([sys.executable, "-m", "framescope", "run", "--by-task", "-o", "t.json",
@@ -156,9 +170,7 @@ def test_uvloop_tasks_have_their_steps() -> None:
     uvloop = pytest.importorskip("uvloop")
 
     async def on_uvloop() -> None:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(worker(2), name="grouped")
-            tg.create_task(offloaded(), name="offloaded")
+        await grouped((worker(2), "grouped"), (offloaded(), "offloaded"))
         await asyncio.gather(worker(3), worker(1))
 
     with framescope.profile() as prof:

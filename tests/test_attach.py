@@ -191,7 +191,8 @@ def test_attach_while_the_main_thread_waits_in_join(needs_ptrace, targets, tmp_p
     by_name = {name: tid for tid, name in names.items()}
     main_open = {short(e["name"]) for e in slices[by_name["MainThread"]]
                  if e["args"].get("Open at stop")}
-    assert {"main", "Thread.join"} <= main_open, main_open
+    # (3.10's code objects have no qualname: "join" there)
+    assert "main" in main_open and main_open & {"Thread.join", "join"}, main_open
     assert "long_running_frame" in {short(e["name"]) for e in slices[by_name["looper"]]}
     assert_unharmed(target)
 
