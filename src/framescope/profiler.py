@@ -362,7 +362,8 @@ class profile:
         with_flops = _arguments.flag("with_flops", with_flops)
         with_stack = _arguments.flag("with_stack", with_stack)
         c_calls = _arguments.flag("c_calls", c_calls)
-        torch_ops = _arguments.flag("torch_ops", torch_ops)
+        if torch_ops is not None:  # None: as activities say (resolve_activities below)
+            torch_ops = _arguments.flag("torch_ops", torch_ops)
         cpu_time = _arguments.flag("cpu_time", cpu_time)
         if c_calls and not with_stack:
             raise ValueError("c_calls=True needs with_stack=True")
