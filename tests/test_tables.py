@@ -8,6 +8,7 @@ import io
 import json
 import os
 import subprocess
+import textwrap
 import sys
 import threading
 import time
@@ -236,8 +237,8 @@ def test_dataset_duckdb(tmp_path, monkeypatch):
 
 
 def test_dataset_dask_equals_duckdb(tmp_path, monkeypatch):
-    dd = pytest.importorskip("dask.dataframe")
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("dask.dataframe")
+    pytest.importorskip("distributed")
     paths = _job(tmp_path, monkeypatch, 4, None)
     out = str(tmp_path / "ds")
     run_cli("convert", *paths, "--to", out)
@@ -245,16 +246,31 @@ def test_dataset_dask_equals_duckdb(tmp_path, monkeypatch):
                                    " sum(dur_ns) AS dur_ns FROM slices GROUP BY rank, name")
     expected = {(int(r.rank), r.name): (int(r.calls), int(r.self_ns), int(r.dur_ns))
                 for r in expected.itertuples()}
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster):
-        df = dd.read_parquet(out)
-        df = df[~df["kind"].isin(["instant", "memory"])]
-        df["rank"] = df["rank"].astype("int64")
-        agg = df.groupby(["rank", "name"]).agg(
-            {"id": "count", "self_ns": "sum", "dur_ns": "sum"}).compute()
-    got = {(int(k[0]), str(k[1])): (int(v["id"]), int(v["self_ns"]), int(v["dur_ns"]))
-           for k, v in agg.iterrows()}
+    # In a process of its own: the Dask client leaves threads behind (its offload executor),
+    # which later tests' sessions in this process would record.
+    code = textwrap.dedent(f"""
+        import json
+        import dask.dataframe as dd
+        import distributed
+        if __name__ == "__main__":
+            with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                          dashboard_address=None) as cluster, \\
+                    distributed.Client(cluster):
+                df = dd.read_parquet({out!r})
+                df = df[~df["kind"].isin(["instant", "memory"])]
+                df["rank"] = df["rank"].astype("int64")
+                agg = df.groupby(["rank", "name"]).agg(
+                    {{"id": "count", "self_ns": "sum", "dur_ns": "sum"}}).compute()
+            print(json.dumps([[int(k[0]), str(k[1]), int(v["id"]), int(v["self_ns"]),
+                               int(v["dur_ns"])] for k, v in agg.iterrows()]))
+    """)
+    script = tmp_path / "dask_aggregates.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = {(r[0], r[1]): (r[2], r[3], r[4]) for r in rows}
     assert got == expected
 
 
