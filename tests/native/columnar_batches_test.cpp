@@ -13,25 +13,6 @@ namespace {
 
 class ColumnarBatchesTest : public CoreTest {};
 
-Symbol sym(std::string name) {
-  Symbol s;
-  s.name = std::move(name);
-  s.function = s.name;
-  return s;
-}
-
-TraceEvent ev(int64_t start, int64_t dur, int64_t parent, uint32_t symbol, uint32_t depth,
-              EventCategory cat = EventCategory::kPythonFunction) {
-  TraceEvent e;
-  e.start_ns = start;
-  e.dur_ns = dur;
-  e.parent = parent;
-  e.symbol = symbol;
-  e.depth = depth;
-  e.category = cat;
-  return e;
-}
-
 // f(0..100) > f(10..60) > g(20..30); a range r(40..50) with inputs in the inner f; g(70..90)
 // under the outer f; a mark at 95.
 Trace sample() {

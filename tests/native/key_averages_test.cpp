@@ -14,25 +14,6 @@ namespace {
 
 class KeyAveragesTest : public CoreTest {};
 
-Symbol sym(std::string name) {
-  Symbol s;
-  s.name = std::move(name);
-  s.function = s.name;
-  return s;
-}
-
-TraceEvent ev(int64_t start, int64_t dur, int64_t parent, uint32_t symbol, uint32_t depth,
-              EventCategory cat = EventCategory::kPythonFunction) {
-  TraceEvent e;
-  e.start_ns = start;
-  e.dur_ns = dur;
-  e.parent = parent;
-  e.symbol = symbol;
-  e.depth = depth;
-  e.category = cat;
-  return e;
-}
-
 const KeyAverage& entry(const KeyAverages& k, const Trace& t, const std::string& name,
                         const std::vector<std::string>& stack = {}) {
   for (const KeyAverage& e : k.entries) {

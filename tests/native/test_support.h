@@ -16,6 +16,27 @@ namespace framescope_test {
 
 using namespace framescope;
 
+/// A symbol of a hand-made trace, named `name` (its function too).
+inline Symbol sym(std::string name) {
+  Symbol s;
+  s.name = std::move(name);
+  s.function = s.name;
+  return s;
+}
+
+/// An event of a hand-made trace (a Python call unless `cat` says otherwise).
+inline TraceEvent ev(int64_t start, int64_t dur, int64_t parent, uint32_t symbol, uint32_t depth,
+                     EventCategory cat = EventCategory::kPythonFunction) {
+  TraceEvent e;
+  e.start_ns = start;
+  e.dur_ns = dur;
+  e.parent = parent;
+  e.symbol = symbol;
+  e.depth = depth;
+  e.category = cat;
+  return e;
+}
+
 /// Leaves the process-wide state clean after each test: no session, no callbacks.
 class CoreTest : public ::testing::Test {
  protected:

@@ -12,13 +12,6 @@ namespace {
 
 class TraceTest : public CoreTest {};
 
-Symbol sym(std::string name) {
-  Symbol s;
-  s.name = std::move(name);
-  s.function = s.name;
-  return s;
-}
-
 /// A small hand-built trace: root(0..100) > child(10..40) > grandchild(20..30); root2(200..250).
 Trace handmade(int64_t pid = 1) {
   Trace t;
