@@ -16,19 +16,25 @@
 
 namespace framescope::py {
 
-/// The int argument `name` of `fn` (anything with __index__, not bool) as an index below
-/// `size` of `what` ("events", "symbols"): TypeError for another type, IndexError outside
-/// 0..size-1.
-inline uint64_t index_arg(nanobind::handle value, const char* fn, const char* name,
-                          uint64_t size, const char* what) {
+/// `value` as a Python int (a new reference; a bool is not one): TypeError naming `name` else.
+inline PyObject* int_arg(nanobind::handle value, const char* fn, const char* name) {
   PyObject* o = value.ptr();
   if (PyBool_Check(o) || !PyIndex_Check(o)) {
     PyErr_Format(PyExc_TypeError, "%s: %s must be an int, not %.100s", fn, name,
                  Py_TYPE(o)->tp_name);
     throw nanobind::python_error();
   }
-  PyObject* number = PyNumber_Index(o);  // new
+  PyObject* number = PyNumber_Index(o);
   if (!number) throw nanobind::python_error();
+  return number;
+}
+
+/// The int argument `name` of `fn` (anything with __index__, not bool) as an index below
+/// `size` of `what` ("events", "symbols"): TypeError for another type, IndexError outside
+/// 0..size-1.
+inline uint64_t index_arg(nanobind::handle value, const char* fn, const char* name,
+                          uint64_t size, const char* what) {
+  PyObject* number = int_arg(value, fn, name);  // new
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(number, &overflow);
   const bool failed = v == -1 && PyErr_Occurred();
@@ -47,14 +53,7 @@ inline uint64_t index_arg(nanobind::handle value, const char* fn, const char* na
 /// An optional bound (iter_events' start and stop): an int clamped to 0..max, or TypeError.
 inline uint64_t bound_arg(nanobind::handle value, const char* fn, const char* name,
                           uint64_t max) {
-  PyObject* o = value.ptr();
-  if (PyBool_Check(o) || !PyIndex_Check(o)) {
-    PyErr_Format(PyExc_TypeError, "%s: %s must be an int, not %.100s", fn, name,
-                 Py_TYPE(o)->tp_name);
-    throw nanobind::python_error();
-  }
-  PyObject* number = PyNumber_Index(o);  // new
-  if (!number) throw nanobind::python_error();
+  PyObject* number = int_arg(value, fn, name);  // new
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(number, &overflow);
   Py_DECREF(number);
