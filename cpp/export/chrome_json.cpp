@@ -252,36 +252,10 @@ class ChromeWriter final : public TraceVisitor {
       if (!for_torch_) return;
       // ... and torch's "[memory]" instant (Device Type 0, CPU; no address: the net bytes a
       // call allocated), which torch-tb-profiler's Memory view reads.
-      sep();
-      out_.put("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\"");
-      out_.put(thread_prefix_[m.thread]);
-      out_.put_us(m.time_ns - base_);
-      out_.put(",\"args\":{\"Device Type\":0,\"Device Id\":-1,\"Addr\":0,\"Bytes\":");
-      out_.put_int(m.bytes);
-      out_.put(",\"Total Allocated\":");
-      out_.put_int(m.total_allocated);
-      out_.put(",\"Total Reserved\":");
-      out_.put_int(m.total_allocated);
-      out_.put(",\"Python heap\":true}}");
+      memory_instant(m, -1, 0, m.total_allocated, true);
       return;
     }
-    sep();
-    out_.put("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\"");
-    out_.put(thread_prefix_[m.thread]);
-    out_.put_us(m.time_ns - base_);
-    // Device Type as torch's c10::DeviceType (0: CPU); framescope's device numbers are torch's
-    // device index, -1 for the CPU.
-    out_.put(",\"args\":{\"Device Type\":0,\"Device Id\":");
-    out_.put_int(m.device);
-    out_.put(",\"Addr\":");
-    out_.put_uint(m.address);
-    out_.put(",\"Bytes\":");
-    out_.put_int(m.bytes);
-    out_.put(",\"Total Allocated\":");
-    out_.put_int(m.total_allocated);
-    out_.put(",\"Total Reserved\":");
-    out_.put_int(m.total_reserved);
-    out_.put("}}");
+    memory_instant(m, m.device, m.address, m.total_reserved, false);
     sep();
     out_.put("{\"ph\":\"C\",\"name\":\"Memory\",\"pid\":");
     out_.put_int(th.pid);
@@ -310,6 +284,28 @@ class ChromeWriter final : public TraceVisitor {
     if (!first_) out_.put(",\n");
     first_ = false;
     out_.maybe_flush();
+  }
+
+  // torch's "[memory]" instant of sample `m`, which torch-tb-profiler's Memory view reads.
+  // Device Type as torch's c10::DeviceType (0: CPU); `device` is torch's device index, -1 for
+  // the CPU. `python_heap`: a Python heap sample (no address: the net bytes a call allocated).
+  void memory_instant(const MemorySample& m, int64_t device, uint64_t address, int64_t reserved,
+                      bool python_heap) {
+    sep();
+    out_.put("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\"");
+    out_.put(thread_prefix_[m.thread]);
+    out_.put_us(m.time_ns - base_);
+    out_.put(",\"args\":{\"Device Type\":0,\"Device Id\":");
+    out_.put_int(device);
+    out_.put(",\"Addr\":");
+    out_.put_uint(address);
+    out_.put(",\"Bytes\":");
+    out_.put_int(m.bytes);
+    out_.put(",\"Total Allocated\":");
+    out_.put_int(m.total_allocated);
+    out_.put(",\"Total Reserved\":");
+    out_.put_int(reserved);
+    out_.put(python_heap ? ",\"Python heap\":true}}" : "}}");
   }
 
   void write_event(const Slice& s, char ph) {
