@@ -1,4 +1,4 @@
-"""Cost of attributing asyncio Task steps (framescope._asyncio_tasks) on an asyncio-heavy
+"""Cost of attributing asyncio Task steps (framescope.integrations._asyncio_tasks) on an asyncio-heavy
 workload: many Tasks doing small steps between awaits (sleep(0), queues, gather, TaskGroup).
 
 Cases, each in a fresh subprocess, alternated over rounds, median per case:
@@ -72,7 +72,8 @@ def workload(tasks: int, steps: int, work: int = 0) -> int:
 
 def worker(case: str, tasks: int, steps: int, work: int) -> float:
     import framescope
-    from framescope import _asyncio_tasks, _core
+    from framescope import _core
+    from framescope.integrations import _asyncio_tasks
 
     workload(8, 10)  # warm imports
     t0 = time.perf_counter()

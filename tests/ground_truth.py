@@ -251,7 +251,7 @@ def framescope_forest(prof: Any) -> Forest:
     out: Forest = {}
     symbols: dict[int, str] = {}
     # Ranges are not calls: what runs inside one (an asyncio Task's step, framescope's range
-    # around it, framescope._asyncio_tasks) belongs to the nearest call around the range.
+    # around it, framescope.integrations._asyncio_tasks) belongs to the nearest call around the range.
     range_parent: dict[int, int] = {}
     for i in range(len(trace)):
         name, _cat, thread, start, dur, parent, _depth, sym, category = trace.event(i)
@@ -278,7 +278,7 @@ def framescope_forest(prof: Any) -> Forest:
     return out
 
 
-# framescope's wrappers of the program's calls (framescope._asyncio_tasks: asyncio.to_thread
+# framescope's wrappers of the program's calls (framescope.integrations._asyncio_tasks: asyncio.to_thread
 # and the function it runs on the executor's thread): unrecorded like all framescope frames,
 # their callees are recorded as the caller's; the ground truth keeps them the same way.
 _TRANSPARENT = ("_to_thread (", "in_task (")

@@ -1,4 +1,4 @@
-"""asyncio Tasks in traces (framescope._asyncio_tasks, _asyncio_tracks): each Task's steps are
+"""asyncio Tasks in traces (framescope.integrations._asyncio_tasks, _asyncio_tracks): each Task's steps are
 ranges named after it, an async track per Task in Chrome JSON and Perfetto, the --by-task
 summary; TaskGroup, gather, create_task and to_thread; nothing when no loop runs."""
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import framescope
-from framescope import _asyncio_tasks
+from framescope.integrations import _asyncio_tasks
 
 
 def cpu(n: int) -> int:

@@ -397,7 +397,7 @@ def test_bad_options() -> None:
 
 
 def _listen_socket(pid: int) -> str:
-    from framescope._attach_listen import socket_paths  # noqa: PLC0415
+    from framescope.attach._listen import socket_paths  # noqa: PLC0415
 
     for _ in range(200):
         for path in socket_paths(pid, os.getuid()):

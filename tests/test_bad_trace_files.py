@@ -15,7 +15,8 @@ from typing import Any, Callable
 import pytest
 
 import framescope
-from framescope import cli, processes
+from framescope.cli import _main as cli
+from framescope.processes import _process_table as processes
 
 
 def _event(**fields: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import framescope
-from framescope.flight_recorder import dump_path, parse_signal
+from framescope.profiler._flight_recorder import dump_path, parse_signal
 from trace_checker import check_trace, load_trace
 
 
@@ -180,7 +180,7 @@ def test_cli_dump_on_signal_and_unhandled_exceptions(tmp_path: Path) -> None:
 SIGNAL_DURING_DUMP = """
 import os, signal
 import framescope
-from framescope.flight_recorder import FlightRecorder
+from framescope.profiler._flight_recorder import FlightRecorder
 
 prof = framescope.profile(on_limit="keep_newest", memory_limit="1MiB")
 recorder = FlightRecorder(prof, "t.json", "chrome", signal.SIGUSR1)

@@ -77,7 +77,7 @@ def test_a_signal_storm_neither_nests_dumps_nor_kills_the_run(tmp_path: Path) ->
 NESTED = """
 import os, signal
 import framescope
-from framescope.flight_recorder import FlightRecorder
+from framescope.profiler._flight_recorder import FlightRecorder
 
 prof = framescope.profile(on_limit="keep_newest", memory_limit="1MiB")
 recorder = FlightRecorder(prof, "t.json", "chrome", signal.SIGUSR1)

@@ -369,7 +369,7 @@ def test_torch_ops_in_a_child_once_it_imports_torch(tmp_path: Path) -> None:
 
 def test_report_names_the_processes_of_a_followed_run(tmp_path: Path) -> None:
     import framescope
-    from framescope import report
+    from framescope.export import _report as report
 
     write(tmp_path / "pool.py", POOL)
     r = framescope_run(tmp_path, "-o", "t.fstrace", "pool.py", "spawn")

@@ -1,4 +1,4 @@
-"""Host code (framescope._host_code): what runs the program (a launcher, a kernel, a test runner,
+"""Host code (framescope.analysis._host_code): what runs the program (a launcher, a kernel, a test runner,
 framescope itself) is recorded but kept out of the tables, marked "host" in traces; names cut from
 the left; the summary's time line; framescope's fork hooks unrecorded."""
 
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import framescope
-from framescope import _host_code
-from framescope._names import fit_name
+from framescope.analysis import _host_code
+from framescope.analysis._names import fit_name
 
 PROGRAM = textwrap.dedent("""
     def hot(n):

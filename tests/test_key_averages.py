@@ -16,7 +16,7 @@ import pytest
 
 import framescope
 from framescope import _core
-from framescope.key_averages import FunctionEventAvg
+from framescope.analysis._key_averages import FunctionEventAvg
 
 
 def fib(n: int) -> int:
@@ -594,7 +594,7 @@ def test_range_closed_after_its_frame_returned_counts_each_instant_once(tmp_path
 def test_summary_of_some_threads_only() -> None:
     """summary_table(threads=...) keeps the table, its shares and its header to those threads
     (the Jupyter magic leaves the kernel's own threads out this way)."""
-    from framescope.analysis import summary_table
+    from framescope.analysis._summary import summary_table
 
     release = threading.Event()
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from framescope import merge, processes
+from framescope.processes import _merge as merge
+from framescope.processes import _process_table as processes
 
 LAUNCHER_VERSION = (3, 11)
 SKEW_NS = 300_000_000

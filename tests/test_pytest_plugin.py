@@ -166,7 +166,7 @@ def test_disabled_by_p_no_framescope(pytester: pytest.Pytester) -> None:
 
 
 def test_trace_file_names() -> None:
-    from framescope.pytest_plugin import trace_file_name
+    from framescope.integrations.pytest_plugin import trace_file_name
 
     assert trace_file_name("a/b.py::C::test[x-1]") == "a_b.py.C.test[x-1].json"
     long = trace_file_name("t.py::test[" + "x" * 500 + "]")

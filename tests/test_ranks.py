@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 import framescope
-from framescope import clock_sync, merge, processes, ranks
+from framescope.processes import _clock_sync as clock_sync
+from framescope.processes import _merge as merge
+from framescope.processes import _process_table as processes
+from framescope.processes import _ranks as ranks
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import framescope
-from framescope import report
+from framescope.export import _report as report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

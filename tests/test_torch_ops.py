@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import framescope
-from framescope import torch_ops
+from framescope.integrations import _torch_ops as torch_ops
 
 torch = pytest.importorskip("torch")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from framescope import report
+from framescope.export import _report as report
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "data", "torch_2.13_with_stack.json.gz")
 

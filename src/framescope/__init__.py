@@ -13,11 +13,11 @@ from framescope._core import record_function
 from framescope._public_functions import is_enabled, mark, record_memory
 from framescope import eval_frame
 from framescope._version import __version__ as __version__
-from framescope.events import Event, EventList, MemoryEvent
-from framescope.key_averages import FunctionEventAvg, KeyAverages
-from framescope.profiler import label_calls, load, profile
-from framescope.schedule import ProfilerAction, ScheduleError, schedule, trace_handler
-from framescope._activities import ProfilerActivity, supported_activities
+from framescope.analysis._events import Event, EventList, MemoryEvent
+from framescope.analysis._key_averages import FunctionEventAvg, KeyAverages
+from framescope.profiler._profile import label_calls, load, profile
+from framescope.profiler._schedule import ProfilerAction, ScheduleError, schedule, trace_handler
+from framescope.profiler._activities import ProfilerActivity, supported_activities
 
 #: torch.profiler's name of ``trace_handler`` (the same files), for the one-line import swap.
 tensorboard_trace_handler = trace_handler
@@ -67,15 +67,15 @@ def sql(path: str | os.PathLike[str], query: str,
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext framescope``: adds the ``%%framescope`` / ``%framescope`` magics
-    (see framescope.jupyter)."""
-    from framescope.jupyter import load_ipython_extension as load
+    (see framescope.integrations._jupyter)."""
+    from framescope.integrations._jupyter import load_ipython_extension as load
 
     load(ipython)
 
 
 # FRAMESCOPE_LISTEN=1: accept `framescope attach PID` through a Unix socket (docs/attach.md).
 if os.environ.get("FRAMESCOPE_LISTEN", "") not in ("", "0"):
-    from framescope._attach_listen import listen_from_environment as _listen
+    from framescope.attach._listen import listen_from_environment as _listen
 
     _listen()
     del _listen

@@ -202,7 +202,7 @@ class Trace:
 
     def merge(self, other: Trace, offset_ns: int = 0) -> None: ...
     # process table and clocks (cpp/python/bindings/bindings_processes.cpp; used by
-    # framescope.processes, framescope.merge and framescope.follow)
+    # framescope.processes._process_table, framescope.processes._merge and framescope.processes._follow)
     def _processes(self) -> list[tuple[int, str, list[str], int, str]]:
         """(pid, name, labels, sort index, metadata JSON) per process entry."""
     def _set_process(self, pid: int, name: str, labels: list[str], sort_index: int,
@@ -247,7 +247,7 @@ def _with_host(trace: Trace, classes: bytes, fold: bool, drop: bool = False) -> 
     """The same events with host code marked (category "host" in Chrome JSON and Perfetto),
     with ``fold`` every host frame named "[host]", with ``drop`` host frames left out (what
     they enclose kept, re-parented); ``classes``: one byte per symbol (0 the
-    program's, 1 host, 2 the class of its caller; see framescope._host_code). ValueError for a
+    program's, 1 host, 2 the class of its caller; see framescope.analysis._host_code). ValueError for a
     byte above 2."""
 
 def _key_averages(
@@ -290,9 +290,9 @@ def _clock_floor_eval_hook(enable: bool) -> None:
 def _save_on_sigterm(callback: Callable[[], bool], /) -> bool:
     """On SIGTERM, calls callback() from a thread of framescope's (which records nothing) and
     ends the process by SIGTERM when it returns true; False when SIGTERM already has a handler
-    (cpp/python/integrations/term_signal.cpp, used by framescope.follow)."""
+    (cpp/python/integrations/term_signal.cpp, used by framescope.processes._follow)."""
 
-# --- asyncio (cpp/python/integrations/asyncio_steps.cpp; used by framescope._asyncio_tasks)
+# --- asyncio (cpp/python/integrations/asyncio_steps.cpp; used by framescope.integrations._asyncio_tasks)
 
 def _asyncio_steps_install(handle_class: type, task_types: tuple[type, ...],
                            namer: Callable[[Any], str]) -> None:
@@ -301,7 +301,7 @@ def _asyncio_steps_install(handle_class: type, task_types: tuple[type, ...],
 def _asyncio_steps_uninstall(handle_class: type) -> None:
     """Puts handle_class._run back and forgets the Tasks."""
 
-# --- torch ops (cpp/python/integrations/torch_ops.cpp; used by framescope.torch_ops)
+# --- torch ops (cpp/python/integrations/torch_ops.cpp; used by framescope.integrations._torch_ops)
 
 def _torch_ops_attach() -> tuple[str, bool]:
     """Finds torch's RecordFunction functions in the loaded libtorch: (library path, whether

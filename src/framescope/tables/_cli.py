@@ -1,5 +1,5 @@
 """The command line of the tables: ``framescope sql`` and ``framescope diff`` (registered by
-framescope.cli), and the dataset outputs of ``convert --to DIR`` and ``merge -o DIR/``."""
+framescope.cli._main), and the dataset outputs of ``convert --to DIR`` and ``merge -o DIR/``."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def run_sql(opts: argparse.Namespace) -> int:
                 print(f"framescope sql: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
                 return 1
     except (MissingDependency, OSError, ValueError) as exc:
-        from framescope.cli_traces import error_text
+        from framescope.cli._traces import error_text
 
         print(f"framescope sql: {error_text(exc)}", file=sys.stderr)
         return 1
@@ -150,7 +150,7 @@ def run_sql(opts: argparse.Namespace) -> int:
 
 
 def run_diff(opts: argparse.Namespace) -> int:
-    from framescope.cli_traces import error_text
+    from framescope.cli._traces import error_text
     from framescope.tables import _diff as diff_mod
 
     try:
@@ -176,7 +176,7 @@ def run_table_command(opts: argparse.Namespace) -> int:
 
 def write_dataset_command(command: str, inputs: list[str], folder: str) -> int:
     """``convert ... --to DIR`` and ``merge ... -o DIR/``: the dataset, and a line per rank."""
-    from framescope.cli_traces import error_text
+    from framescope.cli._traces import error_text
     from framescope.tables._dataset import write_dataset
 
     try:
@@ -196,7 +196,7 @@ def write_dataset_command(command: str, inputs: list[str], folder: str) -> int:
 
 def report_diff(a: str, b: str, output: str | None) -> int:
     """``framescope report --diff A B [-o diff.html]``."""
-    from framescope.cli_traces import error_text
+    from framescope.cli._traces import error_text
     from framescope.tables import _diff as diff_mod, _diff_report
 
     output = output or "diff.html"

@@ -10,8 +10,8 @@ import re
 import shutil
 from dataclasses import dataclass
 
-from framescope import merge as merge_mod
-from framescope.profiler import load
+from framescope.processes import _merge as merge_mod
+from framescope.profiler._profile import load
 from framescope.tables import _parquet
 from framescope.tables._deps import require
 

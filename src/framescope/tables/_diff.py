@@ -53,7 +53,7 @@ def run_stats(path: str) -> dict[str, dict[str, int]]:
         for row in rows:
             add(*row)
         return out
-    from framescope.profiler import load
+    from framescope.profiler._profile import load
 
     entries, _threads, _cpu, _mem = _core._key_averages(load(path).trace)
     for e in entries:

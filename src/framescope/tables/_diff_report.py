@@ -12,7 +12,7 @@ from framescope.tables._diff import DiffRow
 
 
 def _asset(name: str) -> str:
-    return resources.files("framescope").joinpath("report_assets", name).read_text("utf-8")
+    return resources.files("framescope.export").joinpath("report_assets", name).read_text("utf-8")
 
 
 def render(rows: list[DiffRow], side_a: list[str], side_b: list[str],

@@ -16,7 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from framescope import _core, processes
+from framescope import _core
+from framescope.processes import _process_table as processes
 from framescope.tables._deps import require
 
 if TYPE_CHECKING:

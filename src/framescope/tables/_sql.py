@@ -138,7 +138,7 @@ def connect(path: str | os.PathLike[str], memory_limit: str | None = None
                 raise ValueError(f"{p!r} is a directory without rank=N partitions: not a "
                                  "framescope dataset")
         elif not p.endswith(".parquet"):
-            from framescope.profiler import load
+            from framescope.profiler._profile import load
             from framescope.tables._parquet import write_parquet
 
             trace = load(p).trace  # ValueError when it is not a trace

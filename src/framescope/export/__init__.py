@@ -1,0 +1,2 @@
+"""Writing traces: the export-format registry, the HTML report (with its assets), Chrome JSON
+input, and torch.profiler-compatible JSON and exports."""

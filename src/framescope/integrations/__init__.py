@@ -1,0 +1,1 @@
+"""framescope inside other tools: torch ops, Jupyter magics, the pytest plugin, asyncio tasks."""
