@@ -138,8 +138,9 @@ def _bootstrap_source(channel: _Channel) -> str:
         "    namespace = {'__name__': '_framescope_attach_bootstrap', '__file__': path,\n"
         "                 '__builtins__': __builtins__}\n"
         "    exec(code, namespace)\n"
-        f"    namespace['main']({args!r})\n"
-        "_framescope_attach()\n"
+        f"    return namespace['main']({args!r})\n"
+        # called by the injected C code once this has run (see _attach_bootstrap.main)
+        "_framescope_finally = _framescope_attach()\n"
     )
 
 
