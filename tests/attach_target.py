@@ -63,6 +63,7 @@ def state():
         "os_threads": len(os.listdir("/proc/self/task")) - sum(
             t.is_alive() for t in threading.enumerate() if t.name in OWN),
         "path": list(sys.path),
+        "switch_interval": sys.getswitchinterval(),
         "fds": sorted(os.listdir("/proc/self/fd")),
         "profile": repr(sys.getprofile()),
         "trace": repr(sys.gettrace()),

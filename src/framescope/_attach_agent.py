@@ -116,12 +116,14 @@ def serve(sock: socket.socket, buffered: bytearray, request: dict[str, Any],
     try:
         window = _Window(sock, request, guard)
         window.prof.start()
-    except BaseException as exc:  # noqa: BLE001 - bad options, torch missing, stream file...
+    except BaseException as exc:
+        guard.interval.restore()  # noqa: BLE001 - bad options, torch missing, stream file...
         send(sock, {"error": f"{type(exc).__name__}: {exc}" if not isinstance(
             exc, (ValueError, RuntimeError, OSError, TypeError)) else str(exc)})
         return
     # From here on this thread's calls into library code (json) are not the program's: they
     # run unrecorded; its own frames (this module's) are never recorded.
+    guard.interval.restore()  # the window runs at the program's own switch interval
     # Registered after framescope's own exit functions (imported before it): runs before them.
     atexit.register(window.at_exit)
     try:

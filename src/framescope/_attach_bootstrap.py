@@ -78,6 +78,24 @@ def import_framescope(package_dir: str) -> Any:
     return agent
 
 
+class SwitchInterval:
+    """Puts back the program's sys.setswitchinterval, which the injected bootstrap lowered
+    from its first line until the window has started (or failed to): a CPU-bound main thread
+    holds the GIL until asked to drop it, and asks come after one interval of waiting (5 ms by
+    default); importing framescope gives up the GIL at each file access, hundreds of times, and
+    on a loaded machine each such wait stretched to tens of milliseconds (an injected thread
+    once did not connect in 15 s)."""
+
+    def __init__(self, program_value: float | None) -> None:
+        self.program_value = program_value
+        self.ours = sys.getswitchinterval()
+
+    def restore(self) -> None:
+        if self.program_value is not None and sys.getswitchinterval() == self.ours:
+            sys.setswitchinterval(self.program_value)  # (unless the program set its own since)
+        self.program_value = None
+
+
 class ExitGuard:
     """Registered with atexit while framescope's thread serves a connection: when the program
     exits meanwhile, it wakes the thread (shuts the connection down) and waits until the thread
@@ -91,14 +109,17 @@ class ExitGuard:
     connection as soon as it has the exit's trace, so it did wake exactly then. With this guard,
     no thread of framescope's is left by the time atexit's functions have run."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, interval: SwitchInterval | None = None) -> None:
         self.sock = sock
+        #: the program's switch interval, to put back once the window has started
+        self.interval = interval if interval is not None else SwitchInterval(None)
         self.tid = _thread.get_native_id()  # the serving thread's
         self.exiting = False
         self.ended = False  # the serving thread's Python code is done (where /proc is missing)
 
     def __call__(self) -> None:
         self.exiting = True
+        self.interval.restore()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)  # its recv/select returns at once
         except OSError:
@@ -113,7 +134,8 @@ class ExitGuard:
             time.sleep(0.002)
 
 
-def main(args: dict[str, Any]) -> tuple[Callable[[Any], Any], ExitGuard] | None:
+def main(args: dict[str, Any], program_interval: float | None = None,
+         ) -> tuple[Callable[[Any], Any], ExitGuard] | None:
     """Connects to the attach command's socket, says what this interpreter is, and runs the
     agent if the command says go. Every error goes to the command, none to the program.
 
@@ -121,8 +143,9 @@ def main(args: dict[str, Any]) -> tuple[Callable[[Any], Any], ExitGuard] | None:
     and the exit guard): called from C, no bytecode runs between it and the thread giving up
     its thread state, so the interpreter cannot switch to a main thread that starts exiting in
     between (the guard would not be there to wait for this thread)."""
+    interval = SwitchInterval(program_interval)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    guard = ExitGuard(sock)
+    guard = ExitGuard(sock, interval)
     atexit.register(guard)
     try:
         sock.settimeout(10.0)
@@ -134,6 +157,7 @@ def main(args: dict[str, Any]) -> tuple[Callable[[Any], Any], ExitGuard] | None:
     except BaseException:  # noqa: BLE001, S110 - reported to the command, never to the program
         pass
     finally:
+        interval.restore()
         guard.ended = True
         sock.close()
     return (atexit.unregister, guard)
