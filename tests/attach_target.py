@@ -3,13 +3,15 @@
 Starts a worker thread and a waiting one (not with --single) and enters a long-running function
 before anything attaches, prints "ready PID", then loops until a line "stop" arrives on stdin
 (or the --stop-file FILE exists; then no thread reads stdin) or "exit": then it exits at once,
-with status 5 (during a capture). With --main-waits the loop runs in a thread of its own and the
+with status 5 (during a capture), and its exit handler says how many threads of framescope's
+are still alive then. With --main-waits the loop runs in a thread of its own and the
 main thread waits for it in join(). At the end it prints what it computed and
 whether its state is as before the attach (threads, sys.path, open files, profile/trace
 functions, sys.monitoring tools, the frame evaluation function, signal handlers), and exits
 with status 7.
 """
 
+import atexit
 import ctypes
 import os
 import signal
@@ -61,6 +63,7 @@ def state():
         "os_threads": len(os.listdir("/proc/self/task")) - sum(
             t.is_alive() for t in threading.enumerate() if t.name in OWN),
         "path": list(sys.path),
+        "switch_interval": sys.getswitchinterval(),
         "fds": sorted(os.listdir("/proc/self/fd")),
         "profile": repr(sys.getprofile()),
         "trace": repr(sys.gettrace()),
@@ -94,7 +97,25 @@ def read_commands():
             return
 
 
+def framescope_threads_at_exit():
+    """On "exit": the threads of framescope's still alive when the program's own exit handlers
+    run (registered before any attach, so they run after framescope's): there must be none, as
+    a thread left to wake during the interpreter's finalization can crash the process."""
+    if not exit_now.is_set():
+        return
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    print("framescope threads at exit:", sum(n.startswith("framescope") for n in names),
+          flush=True)
+
+
 def main():
+    atexit.register(framescope_threads_at_exit)
     args = sys.argv[1:]
     stop_file = args[args.index("--stop-file") + 1] if "--stop-file" in args else None
     threads = []

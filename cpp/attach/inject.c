@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 typedef struct _object PyObject;
 typedef int PyGILState_STATE; /* an enum in Python.h: int-sized */
@@ -31,6 +32,10 @@ extern PyObject* Py_CompileString(const char*, const char*, int);
 extern PyObject* PyEval_EvalCode(PyObject*, PyObject*, PyObject*);
 extern PyObject* PyDict_New(void);
 extern int PyDict_SetItemString(PyObject*, const char*, PyObject*);
+extern PyObject* PyDict_GetItemString(PyObject*, const char*);
+extern ssize_t PyTuple_Size(PyObject*); /* Py_ssize_t is ssize_t */
+extern PyObject* PyTuple_GetItem(PyObject*, ssize_t);
+extern PyObject* PyObject_CallFunctionObjArgs(PyObject*, ...);
 extern PyObject* PyEval_GetBuiltins(void);
 extern PyObject* PyErr_Occurred(void);
 extern void PyErr_Clear(void);
@@ -59,6 +64,17 @@ static void* fs_run(void* arg) {
     PyObject* globals = code ? PyDict_New() : NULL;
     if (globals && PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) == 0) {
       Py_DecRef(PyEval_EvalCode(code, globals, globals));
+      if (PyErr_Occurred()) PyErr_Clear();
+      /* The bootstrap's last step, (atexit.unregister, its exit guard), is called from here:
+       * C calling C, no bytecode, so the eval loop cannot hand the GIL to a thread that starts
+       * the program's exit between the guard going and this thread's state being deleted
+       * below (a thread state left waiting for the GIL while the interpreter finalizes is
+       * freed under it: see ExitGuard in _attach_bootstrap.py). */
+      PyObject* last = PyDict_GetItemString(globals, "_framescope_finally"); /* borrowed */
+      if (last && PyTuple_Size(last) == 2) {
+        Py_DecRef(PyObject_CallFunctionObjArgs(PyTuple_GetItem(last, 0),
+                                               PyTuple_GetItem(last, 1), (PyObject*)0));
+      }
     }
     Py_DecRef(globals);
     Py_DecRef(code);

@@ -9,8 +9,10 @@ call on, and the frames already running on every thread are read by the core at 
 recorded as open slices (as for any session started mid-program; thread names come from
 threading). The window ends when the command says stop, when it goes away (its end of the
 connection closes: the session is never left running), or at the program's exit (an atexit
-function records up to there). The trace is saved as .fstrace into the command's private
-directory; the command converts it to the format asked for, with its own permissions.
+function records up to there; the caller's ExitGuard, an earlier one, then waits for this
+thread to end). The
+trace is saved as .fstrace into the command's private directory; the command converts it to
+the format asked for, with its own permissions.
 
 Nothing is printed on the program's stdout or stderr, no signal handler is touched, and at the
 end no hook, thread of framescope's, atexit function or open file of the session remains (the
@@ -29,7 +31,7 @@ from typing import Any
 
 from framescope import _core
 from framescope.processes import _process_table as processes
-from framescope.attach._bootstrap import receive, send
+from framescope.attach._bootstrap import ExitGuard, receive, send
 from framescope.profiler._profile import profile
 
 
@@ -37,8 +39,9 @@ class _Window:
     """One recorded window: its session and how it ends (once, from whichever thread ends it:
     the agent's, or the main thread at the program's exit)."""
 
-    def __init__(self, sock: socket.socket, request: dict[str, Any]) -> None:
+    def __init__(self, sock: socket.socket, request: dict[str, Any], guard: ExitGuard) -> None:
         self.sock = sock
+        self.guard = guard
         self.trace_path = str(request["trace"])
         self.stream_path = self.trace_path + ".stream.fstrace" if request.get("stream") else None
         self.prof = profile(**request["profile"], stream_to=self.stream_path)
@@ -78,6 +81,7 @@ class _Window:
 
     def at_exit(self) -> None:
         """The program is exiting during the window: the trace covers it up to here."""
+        self.guard.exiting = True
         self.finish(exited=True)
 
 
@@ -104,19 +108,24 @@ def _wait_for_stop(sock: socket.socket, buffered: bytearray, deadline: float | N
             return
 
 
-def serve(sock: socket.socket, buffered: bytearray, request: dict[str, Any]) -> None:
+def serve(sock: socket.socket, buffered: bytearray, request: dict[str, Any],
+          guard: ExitGuard) -> None:
     """Records one window as ``request`` asks (profile arguments, trace path, duration), then
-    reports the saved trace (or the error) to the command."""
+    reports the saved trace (or the error) to the command. ``guard`` is the caller's exit guard
+    (registered with atexit before framescope was imported)."""
     sock.settimeout(None)
     try:
-        window = _Window(sock, request)
+        window = _Window(sock, request, guard)
         window.prof.start()
-    except BaseException as exc:  # noqa: BLE001 - bad options, torch missing, stream file...
+    except BaseException as exc:
+        guard.interval.restore()  # noqa: BLE001 - bad options, torch missing, stream file...
         send(sock, {"error": f"{type(exc).__name__}: {exc}" if not isinstance(
             exc, (ValueError, RuntimeError, OSError, TypeError)) else str(exc)})
         return
     # From here on this thread's calls into library code (json) are not the program's: they
     # run unrecorded; its own frames (this module's) are never recorded.
+    guard.interval.restore()  # the window runs at the program's own switch interval
+    # Registered after framescope's own exit functions (imported before it): runs before them.
     atexit.register(window.at_exit)
     try:
         _core._call_unrecorded(send, sock, {"started": time.time()})
@@ -126,5 +135,6 @@ def serve(sock: socket.socket, buffered: bytearray, request: dict[str, Any]) -> 
     except OSError:
         pass  # the command went away: stop all the same
     finally:
-        atexit.unregister(window.at_exit)
+        if not guard.exiting:  # else atexit is calling its functions: left to it
+            atexit.unregister(window.at_exit)
         window.finish(exited=False)

@@ -9,13 +9,19 @@ framescope package, so none of its frames are recorded.
 
 from __future__ import annotations
 
+import _thread
+import atexit
 import importlib.machinery
 import importlib.util
 import json
 import os
 import socket
 import sys
-from typing import Any
+import time
+from typing import Any, Callable
+
+#: The longest the program's exit waits for framescope's thread to end (it takes milliseconds).
+EXIT_WAIT = 5.0
 
 
 def describe() -> dict[str, Any]:
@@ -72,22 +78,93 @@ def import_framescope(package_dir: str) -> Any:
     return agent
 
 
-def main(args: dict[str, Any]) -> None:
+class SwitchInterval:
+    """Puts back the program's sys.setswitchinterval, which the injected bootstrap lowered
+    from its first line until the window has started (or failed to): a CPU-bound main thread
+    holds the GIL until asked to drop it, and asks come after one interval of waiting (5 ms by
+    default); importing framescope gives up the GIL at each file access, hundreds of times, and
+    on a loaded machine each such wait stretched to tens of milliseconds (an injected thread
+    once did not connect in 15 s)."""
+
+    def __init__(self, program_value: float | None) -> None:
+        self.program_value = program_value
+        self.ours = sys.getswitchinterval()
+
+    def restore(self) -> None:
+        if self.program_value is not None and sys.getswitchinterval() == self.ours:
+            sys.setswitchinterval(self.program_value)  # (unless the program set its own since)
+        self.program_value = None
+
+
+class ExitGuard:
+    """Registered with atexit while framescope's thread serves a connection: when the program
+    exits meanwhile, it wakes the thread (shuts the connection down) and waits until the thread
+    has ended, before the interpreter finalizes. (A window still recording is ended first, by
+    the agent's own exit function: registered later, it runs earlier.)
+
+    Why: CPython frees the thread states of the threads still alive when it finalizes
+    (daemon threads), and a thread that wakes from a blocking call then asks for the GIL with a
+    freed thread state, in code that reads it (drop_gil, the GIL drop request): the process can
+    crash at its exit. framescope's thread waits in select() for the command, which closes the
+    connection as soon as it has the exit's trace, so it did wake exactly then. With this guard,
+    no thread of framescope's is left by the time atexit's functions have run."""
+
+    def __init__(self, sock: socket.socket, interval: SwitchInterval | None = None) -> None:
+        self.sock = sock
+        #: the program's switch interval, to put back once the window has started
+        self.interval = interval if interval is not None else SwitchInterval(None)
+        self.tid = _thread.get_native_id()  # the serving thread's
+        self.exiting = False
+        self.ended = False  # the serving thread's Python code is done (where /proc is missing)
+
+    def __call__(self) -> None:
+        self.exiting = True
+        self.interval.restore()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # its recv/select returns at once
+        except OSError:
+            pass
+        task = f"/proc/self/task/{self.tid}"
+        have_proc = os.path.isdir("/proc/self/task")
+        deadline = time.monotonic() + EXIT_WAIT
+        # The thread is gone from /proc when it has really ended: after its thread state was
+        # deleted and its thread-local destructors ran (framescope._core's among them).
+        while time.monotonic() < deadline and (os.path.exists(task) if have_proc
+                                               else not self.ended):
+            time.sleep(0.002)
+
+
+def main(args: dict[str, Any], program_interval: float | None = None,
+         ) -> tuple[Callable[[Any], Any], ExitGuard] | None:
     """Connects to the attach command's socket, says what this interpreter is, and runs the
-    agent if the command says go. Every error goes to the command, none to the program."""
+    agent if the command says go. Every error goes to the command, none to the program.
+
+    Returns what the injected C code calls last, after this Python code (atexit.unregister
+    and the exit guard): called from C, no bytecode runs between it and the thread giving up
+    its thread state, so the interpreter cannot switch to a main thread that starts exiting in
+    between (the guard would not be there to wait for this thread)."""
+    interval = SwitchInterval(program_interval)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    guard = ExitGuard(sock, interval)
+    atexit.register(guard)
     try:
         sock.settimeout(10.0)
         try:
             sock.connect(args["socket"])
         except OSError:
-            return  # the command gave up (timed out) before this thread got the GIL
-        run_agent(sock, bytearray(), args["package"])
+            return (atexit.unregister, guard)  # the command gave up before this thread ran
+        run_agent(sock, bytearray(), args["package"], guard)
+    except BaseException:  # noqa: BLE001, S110 - reported to the command, never to the program
+        pass
     finally:
+        interval.restore()
+        guard.ended = True
         sock.close()
+    return (atexit.unregister, guard)
 
 
-def run_agent(sock: socket.socket, buffered: bytearray, package_dir: str) -> None:
+def run_agent(sock: socket.socket, buffered: bytearray, package_dir: str,
+              guard: ExitGuard) -> None:
     """The target's side of a control connection, from the hello on (also the listener's, in
     a process started with framescope run --listen)."""
     send(sock, {"hello": describe()})
@@ -100,4 +177,4 @@ def run_agent(sock: socket.socket, buffered: bytearray, package_dir: str) -> Non
         send(sock, {"error": f"cannot import framescope from {package_dir} in the target: "
                              f"{type(exc).__name__}: {exc}"})
         return
-    agent.serve(sock, buffered, answer["go"])
+    agent.serve(sock, buffered, answer["go"], guard)

@@ -31,7 +31,18 @@ BOOTSTRAP = os.path.join(_HERE, "_bootstrap.py")
 #: Seconds the target gets to answer at each step (connect, hello, start), and the longest a
 #: stopped session may take to save its trace once asked to stop.
 STEP_TIMEOUT = 15.0
+#: Seconds the injected thread gets to connect, and then to import framescope and start the
+#: window. Longer than a step: in a process whose main thread runs Python without pause, the
+#: thread gets the GIL back only when it asks for it and waits (sys.getswitchinterval()), once
+#: per file its imports read, and on a loaded machine each of those waits is stretched by the
+#: time the two threads wait for a CPU (0.2-1 s in all on an idle machine; once over 15 s in a
+#: loaded CI run). Only a GIL that is never released (a C call that does not return) takes the
+#: whole time.
+START_TIMEOUT = 60.0
 SAVE_TIMEOUT = 120.0
+#: sys.setswitchinterval in the target while the bootstrap imports framescope and starts the
+#: window (its own value is put back once the window has started).
+BOOTSTRAP_SWITCH_INTERVAL = 0.0005
 
 
 def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
@@ -133,14 +144,21 @@ def _bootstrap_source(channel: _Channel) -> str:
     args = {"socket": channel.socket_path, "package": os.path.dirname(_HERE)}
     return (
         "def _framescope_attach():\n"
+        # A busy main thread gives the GIL back only when asked, after the switch interval
+        # (5 ms) of waiting, and the bootstrap's imports give it up at every file access: a
+        # shorter interval until the window has started (_attach_bootstrap.SwitchInterval).
+        "    import sys\n"
+        "    interval = sys.getswitchinterval()\n"
+        f"    sys.setswitchinterval(min(interval, {BOOTSTRAP_SWITCH_INTERVAL!r}))\n"
         f"    path = {BOOTSTRAP!r}\n"
         "    with open(path, 'rb') as f:\n"
         "        code = compile(f.read(), path, 'exec')\n"
         "    namespace = {'__name__': '_framescope_attach_bootstrap', '__file__': path,\n"
         "                 '__builtins__': __builtins__}\n"
         "    exec(code, namespace)\n"
-        f"    namespace['main']({args!r})\n"
-        "_framescope_attach()\n"
+        f"    return namespace['main']({args!r}, interval)\n"
+        # called by the injected C code once this has run (see _attach_bootstrap.main)
+        "_framescope_finally = _framescope_attach()\n"
     )
 
 
@@ -193,11 +211,11 @@ class _Session:
         except _attach_gdb.InjectError as exc:
             raise AttachError(str(exc)) from None
         self.timings["gdb_done"] = time.monotonic_ns()
-        conn = self.channel.accept(STEP_TIMEOUT)
+        conn = self.channel.accept(START_TIMEOUT)
         if conn is None:
             raise AttachError(
                 f"framescope was loaded into process {self.pid} but its thread did not run in "
-                f"{STEP_TIMEOUT:g} s (a C call holding the GIL? files of {_HERE} unreadable "
+                f"{START_TIMEOUT:g} s (a C call holding the GIL? files of {_HERE} unreadable "
                 "to the process's user?); it stays idle in the process and starts nothing later")
         return conn, False
 
@@ -232,7 +250,7 @@ class _Session:
         request = {"profile": profile_arguments(self.opts), "trace": self.channel.trace_path,
                    "stream": bool(self.opts.stream), "duration": self.opts.duration}
         send(conn, {"go": request})
-        started = _receive(conn, buffered, STEP_TIMEOUT, self.pid)
+        started = _receive(conn, buffered, START_TIMEOUT, self.pid)
         self.timings["started"] = time.monotonic_ns()
         if os.environ.get("FRAMESCOPE_ATTACH_TIMINGS") == "1":
             _say("framescope: attach timings (monotonic ns): " + json.dumps(self.timings))

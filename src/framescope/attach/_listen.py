@@ -76,7 +76,7 @@ class _Listener:
         atexit.register(self.close)
 
     def _serve(self) -> None:
-        from framescope.attach._bootstrap import run_agent
+        from framescope.attach._bootstrap import ExitGuard, run_agent
 
         package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         while True:
@@ -84,12 +84,20 @@ class _Listener:
                 conn, _ = self.sock.accept()
             except OSError:
                 return  # closed
+            # If the program exits during the connection, the guard ends the window and waits
+            # for this thread to end (it does not go back to accept()): see ExitGuard.
+            guard = ExitGuard(conn)
+            atexit.register(guard)
             try:
-                run_agent(conn, bytearray(), package)
+                run_agent(conn, bytearray(), package, guard)
             except (OSError, ValueError):
                 pass
             finally:
+                guard.ended = True
                 conn.close()
+            if guard.exiting:
+                return
+            atexit.unregister(guard)
 
     def close(self) -> None:
         if os.getpid() != self.pid:
