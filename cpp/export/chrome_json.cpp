@@ -56,11 +56,11 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
 class ChromeWriter final : public TraceVisitor {
  public:
   ChromeWriter(OutputSink& out, int64_t base, std::string_view extra_members, bool for_torch,
-               int64_t wall_offset_ns)
+               int64_t wall_offset_ns, bool python_heap_instants = true)
       : out_(out),
         base_(base),
         extra_members_(extra_members),
-        for_torch_(for_torch),
+        for_torch_(for_torch && python_heap_instants),
         wall_offset_ns_(wall_offset_ns) {
     for (size_t c = 0; c < 6; ++c) category_names_[c] = category_name(EventCategory(c));
   }
@@ -462,7 +462,8 @@ class ChromeWriter final : public TraceVisitor {
   TextBuffer out_;
   int64_t base_;
   std::string_view extra_members_;
-  bool for_torch_;                  // for torch's readers: Python heap samples as "[memory]" too
+  bool for_torch_;  // for torch's readers: Python heap samples as "[memory]" too (not beside
+                    // torch's tensor memory, whose curve they would corrupt)
   int64_t wall_offset_ns_;          // added to the written base (Unix time for torch's readers)
   std::vector<bool> is_module_;     // per symbol: an nn.Module slice
   std::vector<OpenSlice> open_;     // this thread's open slices, outermost first
@@ -544,8 +545,9 @@ void write_chrome_json(const TraceSource& source, OutputSink& out) {
 }
 
 void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members,
-                       int64_t wall_offset_ns) {
-  exporters::ChromeWriter w(out, source.time_base_ns(), extra_members, true, wall_offset_ns);
+                       int64_t wall_offset_ns, bool python_heap_instants) {
+  exporters::ChromeWriter w(out, source.time_base_ns(), extra_members, true, wall_offset_ns,
+                            python_heap_instants);
   source.visit(w);
 }
 

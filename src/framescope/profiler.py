@@ -393,6 +393,10 @@ class profile:
             from framescope import torch_ops as _torch_ops
 
             _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
+            if profile_memory:  # torch's tensor memory instead of the Python heap (_torch_memory)
+                from framescope import _torch_memory
+
+                _torch_memory.attach()
         self.cpu_time = cpu_time
         for name, value in (("schedule", schedule), ("on_trace_ready", on_trace_ready)):
             if value is not None and not callable(value):
@@ -614,7 +618,8 @@ class profile:
 
         p = _fspath(ranks.expand_rank(path))
         options = {"with_stack": self.with_stack, "profile_memory": self.profile_memory,
-                   "record_shapes": self.record_shapes}
+                   "record_shapes": self.record_shapes,
+                   "torch_memory": self.profile_memory and self.torch_ops}
         from framescope.export import host_marked
 
         trace = host_marked(self.trace, "chrome", self._host_files, self._host_export)
