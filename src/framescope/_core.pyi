@@ -93,8 +93,10 @@ def record_memory(
     (``total_allocated``, ``total_reserved``) and the device (-1: CPU). All ints; a wrong call
     raises a TypeError showing this signature."""
 
-def label_calls(code: CodeType, label: str) -> None:
-    """Shows calls of ``code`` as ``"<label>: <class of first argument>"``."""
+def label_calls(code: CodeType, label: str, per_instance: bool = False) -> None:
+    """Shows calls of ``code`` as ``"<label>: <class of first argument>"``; ``per_instance``:
+    ``"<label>: <class>_<n>"``, n numbering the class's instances in the session (as torch
+    names nn.Module calls; ``label`` is then per instance for every code labelled with it)."""
 
 class record_function:
     """A user range: a context manager, or a decorator when called with a function."""

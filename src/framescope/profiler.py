@@ -211,7 +211,7 @@ def _label_torch_modules() -> None:
         return
     code = getattr(call, "__code__", None)
     if code is not None:
-        _core.label_calls(code, "nn.Module")
+        _core.label_calls(code, "nn.Module", per_instance=True)  # torch's "Linear_0", "Linear_1"
 
 
 def label_calls(cls: type, label: str | None = None) -> None:
