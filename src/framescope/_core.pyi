@@ -331,6 +331,8 @@ def _torch_memory_enable() -> None:
     """Pushes a recording state on this thread (idempotent)."""
 def _torch_memory_disable() -> bool:
     """Stops recording; True when the state could be popped (idempotent)."""
+def _torch_memory_yield() -> None:
+    """torch's profiler starts on this thread: the session's state steps aside for good."""
 
 # --- eval_frame API
 # (cpp/python/eval_frame/; public names and docs in framescope.eval_frame)

@@ -172,7 +172,7 @@ def check_headers(read: Any) -> list[str]:
             problems.append(f"`{opener}` not found in {header}")
             continue
         statements = _statements(body)
-        name = opener.split("{")[0].strip()
+        name = opener.split("{")[0].split(":")[0].replace(" final", "").split()[-1]
         found = _data_members(statements)
         if found != members:
             problems.append(f"{name} has the members {found}, not {members}")
@@ -247,6 +247,23 @@ def _probe(torch: Any) -> None:
             f"torch {torch.__version__} ({'; '.join(problems)})")
 
 
+def _yield_to_torchs_profiler(torch: Any) -> None:
+    """Wraps ``torch.autograd.profiler._enable_profiler`` (torch.profiler's start, and
+    emit_itt/emit_nvtx) so that framescope's state steps aside first: torch refuses to start
+    ("Profiler is already enabled on this thread") when any profiler state is in the slot."""
+    module = torch.autograd.profiler
+    original = getattr(module, "_enable_profiler", None)
+    if original is None or getattr(original, "_framescope_yields", False):
+        return
+
+    def _enable_profiler(*args: Any, **kwargs: Any) -> Any:
+        _core._torch_memory_yield()
+        return original(*args, **kwargs)
+
+    _enable_profiler._framescope_yields = True  # type: ignore[attr-defined]
+    module._enable_profiler = _enable_profiler
+
+
 def attach() -> None:
     """Checks torch (headers, then the probe) and finds its functions, once per process.
     RuntimeError when torch's profiler state cannot be mirrored safely."""
@@ -257,6 +274,7 @@ def attach() -> None:
     _check_torch(torch)
     library = _core._torch_memory_attach()
     _probe(torch)
+    _yield_to_torchs_profiler(torch)
     _state.update(attached=True, library=library)
 
 

@@ -325,6 +325,14 @@ PyObject* torch_memory_enable(PyObject*, PyObject*) {
     return nullptr;
   }
   if (g_state) Py_RETURN_NONE;
+  if (g_api.get(*g_api.profiler_state) != nullptr) {
+    // torch's profiler runs on this thread: a state pushed above its own would take its
+    // reports, and its stop would pop this one instead of its own.
+    internal::add_session_warning(
+        "framescope: torch's profiler is running on this thread, so torch records the tensor "
+        "memory: this session has none (profile_memory)");
+    Py_RETURN_NONE;
+  }
   auto state = std::make_shared<MemoryState>(nullptr);
   try {
     push_state(state);
@@ -348,11 +356,27 @@ PyObject* torch_memory_disable(PyObject*, PyObject*) {
   return PyBool_FromLong(popped);
 }
 
+/// _torch_memory_yield(): torch's profiler is about to start on this thread (framescope wraps
+/// torch.autograd.profiler._enable_profiler): the session's state, when it is this thread's
+/// newest, is disabled and popped, since torch refuses to start above another profiler state.
+/// torch's profiler then records the tensor memory; the session records none from here on.
+PyObject* torch_memory_yield(PyObject*, PyObject*) {
+  if (g_state && g_state_thread == std::this_thread::get_id() && pop_state(g_state)) {
+    g_state->disable();
+    g_state.reset();
+    internal::add_session_warning(
+        "framescope: torch's profiler started during the session: the tensor memory after "
+        "that is torch's to record (framescope stopped recording it)");
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kMethods[] = {
     {"_torch_memory_attach", torch_memory_attach, METH_NOARGS, nullptr},
     {"_torch_memory_probe", torch_memory_probe, METH_O, nullptr},
     {"_torch_memory_enable", torch_memory_enable, METH_NOARGS, nullptr},
     {"_torch_memory_disable", torch_memory_disable, METH_NOARGS, nullptr},
+    {"_torch_memory_yield", torch_memory_yield, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
