@@ -256,11 +256,12 @@ bool tracer_label_calls(PyObject* code, const std::string& label, bool per_insta
   if (!init_code_extra()) return false;
   CodeExtra* extra = get_or_create_code_extra(reinterpret_cast<PyCodeObject*>(code));
   if (!extra) return false;
-  // Labels live for the process: code objects may outlive any session.
+  // Labels live for the process: code objects may outlive any session. A label has one copy
+  // per class and one per instance (its address tells which), so that labelling one code per
+  // instance leaves other codes with the same label per class.
   static std::deque<std::string>* labels = new std::deque<std::string>();
   for (const std::string& l : *labels) {
-    if (l == label) {
-      if (per_instance) g_per_instance_labels->insert(l.c_str());
+    if (l == label && (g_per_instance_labels->count(l.c_str()) != 0) == per_instance) {
       extra->call_label = l.c_str();
       extra->tracer_slow_path = true;
       extra->compact_epoch = kNoCompactEpoch;
