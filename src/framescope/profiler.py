@@ -252,7 +252,8 @@ class profile:
             wrapped for the session and restored at stop), charged to the running function or
             range: self and total allocated bytes in ``key_averages()`` and ``summary()``, a
             "Python allocated bytes" counter per thread in the trace; and keep
-            ``record_memory`` events.
+            ``record_memory`` events. With torch ops on, also torch's tensor allocations, as
+            torch's profiler records them (framescope._torch_memory, docs/torch.md).
         with_flops: estimate flops of known ops from their input shapes.
         with_stack: record every Python call (from the PEP 523 frame hook). On by default,
             unlike torch.profiler's: framescope's Python calls are its cheapest events.
@@ -609,7 +610,8 @@ class profile:
         gzip-compressed when ``path`` ends with ``.gz``. It is the file torch.profiler's
         readers take (torch-tb-profiler, HTA): torch's top-level members (``traceName``,
         ``distributedInfo``, ``add_metadata`` keys...), baseTimeNanoseconds in Unix time, the
-        Python heap's ``[memory]`` instants with ``profile_memory`` (docs/torch.md); ``export()``
+        ``[memory]`` instants with ``profile_memory`` (torch's tensor memory with torch ops on,
+        else the Python heap's: docs/torch.md); ``export()``
         writes the plain Chrome JSON. ``use_python_export`` is accepted for torch.profiler's
         callers (its ``tensorboard_trace_handler`` passes it) and changes nothing: the writer
         is always the native one."""
@@ -658,7 +660,8 @@ class profile:
                                device: str | None = None) -> None:
         """Writes the memory over time as torch's ``export_memory_timeline``: ``.json`` /
         ``.json.gz`` (``[times, sizes]``) or ``.html`` (a plot; needs matplotlib). Needs
-        ``profile_memory=True``; the bytes are the Python heap's (docs/torch.md)."""
+        ``profile_memory=True``; the bytes are torch's tensor memory with torch ops on, else
+        the Python heap's (docs/torch.md)."""
         from framescope._torch_exports import export_memory_timeline
 
         export_memory_timeline(self.trace, _fspath(ranks.expand_rank(path)), device,
