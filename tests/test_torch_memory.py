@@ -259,3 +259,24 @@ def test_tensorboard_memory_view_and_hta(tmp_path: Any) -> None:
     with open(path, encoding="utf-8") as f:
         memory = [e for e in json.load(f)["traceEvents"] if e.get("name") == "[memory]"]
     assert SIZE in [e["args"]["Bytes"] for e in memory]
+
+
+def test_attaching_inside_a_running_session(tmp_path: Any) -> None:
+    # the first profile(profile_memory=True) with torch ops created while another session runs
+    # (a test under the pytest plugin, say) attaches and probes; the running session's own
+    # recording is unaffected
+    script = tmp_path / "inside.py"
+    script.write_text(textwrap.dedent("""
+        import torch, framescope
+        cpu = [framescope.ProfilerActivity.CPU]
+        with framescope.profile(profile_memory=True, torch_ops=False) as outer:
+            inner = framescope.profile(activities=cpu, profile_memory=True)
+        with inner:
+            t = torch.empty(12345, dtype=torch.float32)
+            del t
+        print(sorted(m.bytes for m in inner.memory_events() if abs(m.bytes) == 49380))
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[-49380, 49380]"

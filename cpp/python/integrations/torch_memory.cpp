@@ -293,11 +293,12 @@ PyObject* probe_result(const std::vector<ProbeReport>& seen, PyObject* result) {
 /// device index) as torch reported them, plus one direct call of
 /// c10::reportMemoryUsageToProfiler(0x1000, 1, 2, 3, CPU:-1) made after fn returned.
 PyObject* torch_memory_probe(PyObject*, PyObject* fn) {
-  if (!g_attached || g_state) {
-    PyErr_SetString(PyExc_RuntimeError,
-                    "framescope: torch memory probe needs an attached, idle observer");
+  if (!g_attached) {
+    PyErr_SetString(PyExc_RuntimeError, "framescope: torch memory observer is not attached");
     return nullptr;
   }
+  // (the probe's state goes above whatever the thread holds, a running session's included,
+  // and is popped before this returns)
   std::vector<ProbeReport> seen;
   auto state = std::make_shared<MemoryState>(&seen);
   push_state(state);
