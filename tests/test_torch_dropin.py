@@ -123,9 +123,40 @@ def test_module_events_carry_torchs_args(runs: dict[str, str]) -> None:
     # a "Python parent id" always names a Python frame (ops between them are skipped)
     parents = [e["args"]["Python parent id"] for e in python.values()]
     assert all(p is None or p in python for p in parents)
-    linear = [e for e in modules if e["name"] == "nn.Module: Linear"]
+    linear = [e for e in modules if e["name"].startswith("nn.Module: Linear")]
     assert linear and all(python[e["args"]["Python parent id"]]["name"].endswith("Net.forward")
                           for e in linear)
+    # named per instance as torch names them: the same (name, module id) pairs, as often
+    theirs = [e for e in tb_trace(runs["torch"])["traceEvents"]
+              if e.get("name", "").startswith("nn.Module: ")]
+
+    def instances(events: list[dict[str, Any]]) -> collections.Counter[tuple[str, int]]:
+        return collections.Counter((e["name"], e["args"]["Python module id"]) for e in events)
+
+    assert instances(theirs)[("nn.Module: Linear_1", 1)] > 0
+    assert instances(modules) == instances(theirs)
+
+
+def module_tree(profile: Any) -> list[tuple[int, str, int]]:
+    """The Module view's rows: (depth, module name, occurrences), depth first."""
+    def walk(node: dict[str, Any], depth: int) -> list[tuple[int, str, int]]:
+        rows = [(depth, node["name"], node["occurences"])]
+        for child in node.get("children", []):
+            rows += walk(child, depth + 1)
+        return rows
+
+    return [row for top in profile.get_module_view()["data"] for row in walk(top, 0)]
+
+
+def test_module_and_memory_views_match_torchs(runs: dict[str, str]) -> None:
+    _, theirs = tb_profile(runs["torch"])
+    _, ours = tb_profile(runs["framescope"])
+    assert ("1", "Linear_1") in {(str(d), n) for d, n, _ in module_tree(theirs)}
+    assert module_tree(ours) == module_tree(theirs)
+    # the Memory view: torch's tensor memory, the same peak and the same per-operator table
+    assert ours.get_memory_curve()["metadata"]["peaks"] == \
+        theirs.get_memory_curve()["metadata"]["peaks"]
+    assert ours.get_memory_stats()["rows"] == theirs.get_memory_stats()["rows"]
 
 
 def test_memory_events_and_top_level_keys(runs: dict[str, str]) -> None:

@@ -87,20 +87,21 @@ def test_ops_nest_under_module_slices_and_python_frames() -> None:
     events = prof.events()
     linears = events.named("aten::linear")
     assert len(linears) == 2
-    for e in linears:
+    for e, linear in zip(linears, ("nn.Module: Linear_0", "nn.Module: Linear_1")):
         chain = ancestors(events, e)
         # the Python frame that called the op, inside the module's slice, inside the model
         assert chain[0].endswith("Linear.forward"), chain
-        # Linear's slice (Module.__call__ -> _call_impl -> forward) is the nearest module slice
+        # Linear's slice (Module.__call__ -> _call_impl -> forward) is the nearest module slice,
+        # named per instance as torch names it (fc1 is called first: Linear_0)
         modules = [n for n in chain if n.startswith("nn.Module: ")]
-        assert modules == ["nn.Module: Linear", "nn.Module: Net"], chain
-        assert chain.index("nn.Module: Linear") <= 2
+        assert modules == [linear, "nn.Module: Net_0"], chain
+        assert chain.index(linear) <= 2
         assert any(n.endswith("train_step") for n in chain)
         assert e.category == "cpu_op"
     addmm = events.named("aten::addmm")
     assert all(events[a.parent].name == "aten::linear" for a in addmm if a.parent is not None)
     relu = events.named("aten::relu")
-    assert len(relu) == 1 and "nn.Module: ReLU" in ancestors(events, relu[0])
+    assert len(relu) == 1 and "nn.Module: ReLU_0" in ancestors(events, relu[0])
     # backward ops are under the Python frames of loss.backward()
     node = [e for e in events if e.name.endswith("AddmmBackward0") and "evaluate" in e.name]
     assert node and any(n.endswith("Tensor.backward") for n in ancestors(events, node[0]))
@@ -226,3 +227,24 @@ def test_cli_torch_ops(tmp_path: Any) -> None:
     doc = json.loads(out.read_text())
     ops = [e for e in doc["traceEvents"] if e.get("name") == "aten::linear" and e["ph"] in "BX"]
     assert len(ops) == 1 and ops[0]["args"]["Input Dims"] == [[5, 3], [2, 3], [2]]
+
+
+def test_torchs_modules_per_instance_other_labels_per_class() -> None:
+    class Plain:
+        def __call__(self) -> int:
+            return 1
+
+    framescope.label_calls(Plain, "nn.Module")  # the same label, for another class's calls
+    a, b, first, second = Plain(), Plain(), Net(), Net()
+    with framescope.profile(torch_ops=True) as prof:
+        a()
+        b()
+        first(torch.randn(4, 8))
+        second(torch.randn(4, 8))
+        first(torch.randn(4, 8))
+    names = collections.Counter(e.name for e in prof.events()
+                                if e.name.startswith("nn.Module: "))
+    assert names["nn.Module: Plain"] == 2
+    # torch's numbering: per class, in the order of the instances' first calls
+    assert names["nn.Module: Net_0"] == 2 and names["nn.Module: Net_1"] == 1
+    assert names["nn.Module: Linear_0"] == 2 and names["nn.Module: Linear_3"] == 1

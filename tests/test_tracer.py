@@ -121,11 +121,12 @@ def test_seed_001_with_torch(checked_trace) -> None:
     with framescope.profile(with_stack=True) as prof:
         call_torch_module()
     checked_trace(prof)
-    mods = [e for e in prof.events() if e.name == "nn.Module: TorchModule"]
+    # torch's modules are named per instance, as torch names them
+    mods = [e for e in prof.events() if e.name == "nn.Module: TorchModule_0"]
     assert len(mods) == 4
     for m in mods:
         below = [e.name for e in prof.events() if e.thread == m.thread and m.start_ns <= e.start_ns <= m.end_ns]
-        assert "nn.Module: Linear" in below and "nn.Module: ReLU" in below
+        assert "nn.Module: Linear_0" in below and "nn.Module: ReLU_0" in below
         assert any(n.endswith(qual("TorchModule.forward")) for n in below)
 
 

@@ -69,7 +69,7 @@ static void* fs_run(void* arg) {
        * C calling C, no bytecode, so the eval loop cannot hand the GIL to a thread that starts
        * the program's exit between the guard going and this thread's state being deleted
        * below (a thread state left waiting for the GIL while the interpreter finalizes is
-       * freed under it: see ExitGuard in _attach_bootstrap.py). */
+       * freed under it: see ExitGuard in attach/_bootstrap.py). */
       PyObject* last = PyDict_GetItemString(globals, "_framescope_finally"); /* borrowed */
       if (last && PyTuple_Size(last) == 2) {
         Py_DecRef(PyObject_CallFunctionObjArgs(PyTuple_GetItem(last, 0),

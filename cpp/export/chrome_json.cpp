@@ -56,11 +56,11 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
 class ChromeWriter final : public TraceVisitor {
  public:
   ChromeWriter(OutputSink& out, int64_t base, std::string_view extra_members, bool for_torch,
-               int64_t wall_offset_ns)
+               int64_t wall_offset_ns, bool python_heap_instants = true)
       : out_(out),
         base_(base),
         extra_members_(extra_members),
-        for_torch_(for_torch),
+        for_torch_(for_torch && python_heap_instants),
         wall_offset_ns_(wall_offset_ns) {
     for (size_t c = 0; c < 6; ++c) category_names_[c] = category_name(EventCategory(c));
   }
@@ -75,7 +75,8 @@ class ChromeWriter final : public TraceVisitor {
       names_.push_back(std::move(n));
       // torch's module slices (framescope labels nn.Module.__call__ so): torch-tb-profiler's
       // Module view is built from the python_function events carrying "Python module id".
-      is_module_.push_back(s.file.empty() && s.name.rfind("nn.Module: ", 0) == 0);
+      is_module_.push_back(s.file.empty() && s.name.rfind("nn.Module: ", 0) == 0 ? module_id(s.name)
+                                                                                : -1);
     }
     auto& b = out_.raw();
     out_.put("{\n");
@@ -280,6 +281,18 @@ class ChromeWriter final : public TraceVisitor {
   }
 
  private:
+  // torch's "Python module id" of an "nn.Module: <class>_<n>" slice: n, the instance's number
+  // among its class's (the tracer names module calls so); 0 for a name without it.
+  static int64_t module_id(const std::string& name) {
+    size_t digits = name.size();
+    while (digits > 0 && name[digits - 1] >= '0' && name[digits - 1] <= '9') --digits;
+    if (digits == name.size() || digits == 0 || name[digits - 1] != '_' ||
+        name.size() - digits > 9) {
+      return 0;
+    }
+    return std::stoll(name.substr(digits));
+  }
+
   void sep() {
     if (!first_) out_.put(",\n");
     first_ = false;
@@ -371,7 +384,10 @@ class ChromeWriter final : public TraceVisitor {
       }
       out.put(",\"Python thread\":");
       out.put_uint(s.thread);
-      if (is_module_[s.symbol]) out.put(",\"Python module id\":0");
+      if (is_module_[s.symbol] >= 0) {
+        out.put(",\"Python module id\":");
+        out.put_int(is_module_[s.symbol]);
+      }
     } else {
       out.put(",\"args\":{\"Ev Idx\":");
       out.put_uint(s.index);
@@ -462,9 +478,10 @@ class ChromeWriter final : public TraceVisitor {
   TextBuffer out_;
   int64_t base_;
   std::string_view extra_members_;
-  bool for_torch_;                  // for torch's readers: Python heap samples as "[memory]" too
+  bool for_torch_;  // for torch's readers: Python heap samples as "[memory]" too (not beside
+                    // torch's tensor memory, whose curve they would corrupt)
   int64_t wall_offset_ns_;          // added to the written base (Unix time for torch's readers)
-  std::vector<bool> is_module_;     // per symbol: an nn.Module slice
+  std::vector<int64_t> is_module_;  // per symbol: an nn.Module slice's module id, else -1
   std::vector<OpenSlice> open_;     // this thread's open slices, outermost first
   int64_t python_parent_ = -1;      // of the slice being written
   const TraceView* view_ = nullptr;
@@ -544,8 +561,9 @@ void write_chrome_json(const TraceSource& source, OutputSink& out) {
 }
 
 void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members,
-                       int64_t wall_offset_ns) {
-  exporters::ChromeWriter w(out, source.time_base_ns(), extra_members, true, wall_offset_ns);
+                       int64_t wall_offset_ns, bool python_heap_instants) {
+  exporters::ChromeWriter w(out, source.time_base_ns(), extra_members, true, wall_offset_ns,
+                            python_heap_instants);
   source.visit(w);
 }
 

@@ -18,6 +18,7 @@ void bind_snapshot(nb::module_& m);         // bindings/bindings_snapshot.cpp
 void bind_trace_processes(nb::module_& m);  // bindings/bindings_processes.cpp
 bool bench_hooks_init(PyObject* module);    // bench/bench_hooks.cpp (benchmarks)
 bool torch_ops_init(PyObject* module);      // integrations/torch_ops.cpp (profile(torch_ops=True))
+bool torch_memory_init(PyObject* module);   // integrations/torch_memory.cpp (torch's tensor memory)
 bool term_signal_init(PyObject* module);    // integrations/term_signal.cpp (framescope.follow)
 bool asyncio_steps_init(PyObject* module);  // integrations/asyncio_steps.cpp (_asyncio_tasks)
 namespace fallback {
@@ -47,7 +48,8 @@ NB_MODULE(_core, m) {
   framescope::py::bind_session_control(m);
   if (!framescope::py::record_function_init(m.ptr()) || !framescope::py::c_api_init(m.ptr()) ||
       !framescope::py::eval_frame_api_init(m.ptr()) || !framescope::py::bench_hooks_init(m.ptr()) ||
-      !framescope::py::torch_ops_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr()) ||
+      !framescope::py::torch_ops_init(m.ptr()) ||
+      !framescope::py::torch_memory_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr()) ||
       !framescope::py::asyncio_steps_init(m.ptr())) {
     throw nb::python_error();
   }

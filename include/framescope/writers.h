@@ -34,8 +34,10 @@ void write_chrome_json(const TraceSource& source, OutputSink& out);
 /// "Python module id" args, as torch writes them with_stack/with_modules.
 /// `wall_offset_ns` (CLOCK_REALTIME - CLOCK_MONOTONIC) is added to baseTimeNanoseconds, so that
 /// base + ts is Unix time as in torch's files (HTA converts timestamps so).
+/// `python_heap_instants` false: the Python heap's samples get no "[memory]" instants (the trace
+/// holds torch's tensor memory, which the Memory view must read alone).
 void write_chrome_json(const TraceSource& source, OutputSink& out, std::string_view extra_members,
-                       int64_t wall_offset_ns);
+                       int64_t wall_offset_ns, bool python_heap_instants = true);
 /// Perfetto protobuf: one sequence per thread with incremental timestamps (a sequence-scoped
 /// clock), interned names, categories and source locations, TrackDescriptors for processes and
 /// threads, SLICE_BEGIN/END (strictly nested: see NestingAdapter), instants for marks, async

@@ -6,6 +6,7 @@ from types import CodeType, FrameType, TracebackType
 from typing import Any, Callable, TypeVar
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 __version__: str  # framescope's version (src/framescope/_version.py, through CMake)
 
@@ -92,8 +93,10 @@ def record_memory(
     (``total_allocated``, ``total_reserved``) and the device (-1: CPU). All ints; a wrong call
     raises a TypeError showing this signature."""
 
-def label_calls(code: CodeType, label: str) -> None:
-    """Shows calls of ``code`` as ``"<label>: <class of first argument>"``."""
+def label_calls(code: CodeType, label: str, per_instance: bool = False) -> None:
+    """Shows calls of ``code`` as ``"<label>: <class of first argument>"``; ``per_instance``:
+    ``"<label>: <class>_<n>"``, n numbering the class's instances in the session (as torch
+    names nn.Module calls; ``label`` is then per instance for every code labelled with it)."""
 
 class record_function:
     """A user range: a context manager, or a decorator when called with a function."""
@@ -185,9 +188,10 @@ class Trace:
         """Writes ``format`` (from the extension when None); OSError/ValueError on failure."""
 
     def _export_chrome(self, path: str, extra_members: str, wall_offset_ns: int,
-                       progress: bool = True) -> None:
+                       progress: bool = True, python_heap_instants: bool = True) -> None:
         """Chrome JSON for torch's readers: ``extra_members`` (``"key":value,`` members) first
-        in the object, Python heap ``[memory]`` instants, ``wall_offset_ns`` added to
+        in the object, Python heap ``[memory]`` instants (unless ``python_heap_instants`` is
+        false: torch's tensor memory is in the trace), ``wall_offset_ns`` added to
         baseTimeNanoseconds."""
 
     def save(self, path: str) -> None: ...
@@ -313,6 +317,22 @@ def _torch_ops_enable(record_inputs: bool, /) -> None:
     """Registers the observer: torch ops record into the active session (idempotent)."""
 def _torch_ops_disable() -> None:
     """Removes the observer (idempotent)."""
+
+# --- torch's tensor memory (cpp/python/integrations/torch_memory.cpp; framescope._torch_memory)
+
+def _torch_memory_attach() -> str:
+    """Finds c10's ThreadLocalDebugInfo functions in the loaded torch: the library path.
+    RuntimeError when torch is not loaded or lacks one."""
+def _torch_memory_probe(fn: Callable[[], _T], /) -> tuple[list[tuple[int, int, int, int, int, int]], _T]:
+    """Calls fn() with a probe state pushed on this thread, then reports (0x1000, 1, 2, 3, CPU)
+    through torch: ((address, bytes, total allocated, total reserved, device type, device
+    index) of each report, fn's result)."""
+def _torch_memory_enable() -> None:
+    """Pushes a recording state on this thread (idempotent)."""
+def _torch_memory_disable() -> bool:
+    """Stops recording; True when the state could be popped (idempotent)."""
+def _torch_memory_yield() -> None:
+    """torch's profiler starts on this thread: the session's state steps aside for good."""
 
 # --- eval_frame API
 # (cpp/python/eval_frame/; public names and docs in framescope.eval_frame)

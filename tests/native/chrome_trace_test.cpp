@@ -256,6 +256,31 @@ TEST_F(ChromeTraceTest, TheExportForTorchsReadersAddsMembersMemoryInstantsAndWal
   EXPECT_NE(args.find("Device Id"), nullptr);
 }
 
+TEST_F(ChromeTraceTest, ModuleInstancesHaveTheirNumberAsModuleId) {
+  // the tracer names torch's module calls per instance ("Linear_12"): that number is the id
+  Trace t = torch_shaped_trace();
+  t.symbols[t.events[2].symbol].name = "nn.Module: Linear_12";
+  Parsed p = parse_trace(to_json(t));
+  const Value* module = event_named(p, "nn.Module: Linear_12");
+  ASSERT_TRUE(module);
+  EXPECT_EQ(module->at("args").at("Python module id").text, "12");
+}
+
+TEST_F(ChromeTraceTest, TensorMemoryLeavesOutThePythonHeapsInstants) {
+  // beside torch's tensor memory (a sample with an address, device -1), the Python heap's
+  // samples stay a counter: as "[memory]" instants they would mix into the tensor curve
+  Trace t = torch_shaped_trace();
+  t.memory.push_back(MemorySample{1060, 0, 0x1000, 4096, 4096, 0, -1});
+  StringSink sink;
+  write_chrome_json(MaterializedSource(t), sink, "", 0, /*python_heap_instants=*/false);
+  const Parsed p = parse_trace(sink.out);
+  auto memory = events_with(p, "i", "[memory]");
+  ASSERT_EQ(memory.size(), 1u);
+  EXPECT_EQ(memory[0]->at("args").at("Bytes").text, "4096");
+  EXPECT_EQ(memory[0]->at("args").at("Addr").text, "4096");
+  EXPECT_EQ(memory[0]->at("args").find("Python heap"), nullptr);
+}
+
 // ---- layout ----------------------------------------------------------------------------------
 
 TEST_F(ChromeTraceTest, SlicesNestPerThreadWithTimesRelativeToTheBase) {

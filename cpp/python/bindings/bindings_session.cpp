@@ -24,10 +24,10 @@ void bind_session(nb::module_& m) {
         "True when the frame hook can continue deep recursion on stack segments here.");
   m.def(
       "label_calls",
-      [](nb::handle code, const std::string& label) {
-        if (!tracer_label_calls(code.ptr(), label)) throw nb::python_error();
+      [](nb::handle code, const std::string& label, bool per_instance) {
+        if (!tracer_label_calls(code.ptr(), label, per_instance)) throw nb::python_error();
       },
-      "code"_a, "label"_a);
+      "code"_a, "label"_a, "per_instance"_a = false);
 }
 
 }  // namespace framescope::py

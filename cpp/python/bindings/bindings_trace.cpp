@@ -293,20 +293,22 @@ void bind_trace(nb::module_& m) {
       .def(
           "_export_chrome",
           [](const PyTrace& t, const std::string& path, const std::string& extra_members,
-             int64_t wall_offset_ns, bool progress) {
+             int64_t wall_offset_ns, bool progress, bool python_heap_instants) {
             // Chrome JSON with top-level members first (framescope/_torch_json.py builds them).
             auto stored = t.state->current();
             nb::gil_scoped_release release;
             auto sink = open_file_output(path, is_gzip_path(path));
             if (progress && isatty(2)) {
               write_chrome_json(ProgressSource(*stored, "framescope: writing " + path), *sink,
-                                extra_members, wall_offset_ns);
+                                extra_members, wall_offset_ns, python_heap_instants);
             } else {
-              write_chrome_json(*stored, *sink, extra_members, wall_offset_ns);
+              write_chrome_json(*stored, *sink, extra_members, wall_offset_ns,
+                                python_heap_instants);
             }
             sink->commit();
           },
-          "path"_a, "extra_members"_a, "wall_offset_ns"_a, "progress"_a = true)
+          "path"_a, "extra_members"_a, "wall_offset_ns"_a, "progress"_a = true,
+          "python_heap_instants"_a = true)
       .def(
           "save",
           [](const PyTrace& t, const std::string& path) {

@@ -101,9 +101,12 @@ void start_session(nb::handle owner, bool record_shapes, bool profile_memory, bo
   if (options.backend != TracerBackend::kNone) thread_names_start();
   if (!tracer_start(options, native_ids.ptr(), skip_frames_prefix) ||
       (torch_ops && !call_core("_torch_ops_enable", record_shapes ? Py_True : Py_False)) ||
+      // torch's tensor memory (integrations/torch_memory.cpp; attached by the profile)
+      (torch_ops && profile_memory && !call_core("_torch_memory_enable", nullptr)) ||
       !set_owner_state(owner.ptr(), true, Py_None)) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
+    if (torch_ops && !call_core("_torch_memory_disable", nullptr)) PyErr_Clear();
     if (torch_ops && !call_core("_torch_ops_disable", nullptr)) PyErr_Clear();
     tracer_release();
     disable_profiler();
@@ -122,6 +125,7 @@ bool stop_session(nb::handle owner, bool keep) {
   if (!g_owner || owner.ptr() != g_owner) return false;
   PyObject* const owner_ref = g_owner;  // the session's reference, dropped at the end
   g_owner = nullptr;
+  if (g_torch_ops && !call_core("_torch_memory_disable", nullptr)) PyErr_Clear();
   if (g_torch_ops && !call_core("_torch_ops_disable", nullptr)) PyErr_Clear();
   g_torch_ops = false;
   auto names = thread_names_collect();

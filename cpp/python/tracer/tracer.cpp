@@ -5,6 +5,7 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "py_text.h"
@@ -24,13 +25,26 @@ TracerState g_tracer;
 
 namespace {
 
-// What one session holds on to. Code objects and labelled classes are kept alive until the
-// trace is replayed, so a key (an address) can never be reused by another object meanwhile.
+// A labelled call's key: its class (or, per instance, the instance: `index` is then the
+// instance's number among its class's instances in the session, as torch numbers nn.Modules).
+struct LabelKey {
+  PyObject* object;  // strong: the class, or the instance
+  const char* label;
+  int64_t index;  // -1: per class
+};
+
+// Labels whose calls are named per instance ("nn.Module: Linear_0"), for the process.
+std::unordered_set<const char*>* g_per_instance_labels = new std::unordered_set<const char*>();
+
+// What one session holds on to. Code objects and labelled classes (or instances) are kept alive
+// until the trace is replayed, so a key (an address) can never be reused by another object
+// meanwhile.
 struct TracerSession {
   TracerOptions options;
   CodeFilter filter;
-  std::vector<PyObject*> codes;                                            // strong
-  std::unordered_map<uint64_t, std::pair<PyObject*, const char*>> labels;  // key -> (type, label)
+  std::vector<PyObject*> codes;                      // strong
+  std::unordered_map<uint64_t, LabelKey> labels;     // key -> label
+  std::unordered_map<PyObject*, int64_t> instances;  // class -> instances numbered so far
   std::string backend;
   bool fallback_running = false;
 };
@@ -107,11 +121,13 @@ bool resolve_python_key(uint64_t key, Symbol& out) {
   if (key & 1) {
     auto it = g_session->labels.find(key);
     if (it == g_session->labels.end()) return false;
-    auto* type = reinterpret_cast<PyTypeObject*>(it->second.first);
+    const LabelKey& l = it->second;
+    auto* type = l.index < 0 ? reinterpret_cast<PyTypeObject*>(l.object) : Py_TYPE(l.object);
     std::string cls = type->tp_name;
     size_t dot = cls.rfind('.');
     if (dot != std::string::npos) cls = cls.substr(dot + 1);
-    out.name = std::string(it->second.second) + ": " + cls;
+    out.name = std::string(l.label) + ": " + cls;
+    if (l.index >= 0) out.name += "_" + std::to_string(l.index);
     out.function = out.name;
     return true;
   }
@@ -206,10 +222,15 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag) {
   if (extra->call_label) {
     if (PyObject* self = first_argument(code, frame)) {
       PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(self));
-      uint64_t key = reinterpret_cast<uint64_t>(type) | 1;
+      const bool per_instance = g_per_instance_labels->count(extra->call_label) != 0;
+      PyObject* object = per_instance ? self : type;
+      uint64_t key = reinterpret_cast<uint64_t>(object) | 1;
       if (g_session->labels.find(key) == g_session->labels.end()) {
-        Py_INCREF(type);
-        g_session->labels.emplace(key, std::make_pair(type, extra->call_label));
+        // (held until the session ends: an instance's number names it in the whole trace)
+        const int64_t index = per_instance ? g_session->instances[type]++ : -1;
+        if (per_instance && index == 0) Py_INCREF(type);  // (instances' key, until the end)
+        Py_INCREF(object);
+        g_session->labels.emplace(key, LabelKey{object, extra->call_label, index});
       }
       return key;
     }
@@ -227,7 +248,7 @@ bool skipped_code_slow(PyCodeObject* code) {
   return extra && extra->traced_epoch == (g_tracer.epoch | kSkippedEpochBit);
 }
 
-bool tracer_label_calls(PyObject* code, const std::string& label) {
+bool tracer_label_calls(PyObject* code, const std::string& label, bool per_instance) {
   if (!PyCode_Check(code)) {
     PyErr_SetString(PyExc_TypeError, "framescope: expected a code object");
     return false;
@@ -235,10 +256,12 @@ bool tracer_label_calls(PyObject* code, const std::string& label) {
   if (!init_code_extra()) return false;
   CodeExtra* extra = get_or_create_code_extra(reinterpret_cast<PyCodeObject*>(code));
   if (!extra) return false;
-  // Labels live for the process: code objects may outlive any session.
+  // Labels live for the process: code objects may outlive any session. A label has one copy
+  // per class and one per instance (its address tells which), so that labelling one code per
+  // instance leaves other codes with the same label per class.
   static std::deque<std::string>* labels = new std::deque<std::string>();
   for (const std::string& l : *labels) {
-    if (l == label) {
+    if (l == label && (g_per_instance_labels->count(l.c_str()) != 0) == per_instance) {
       extra->call_label = l.c_str();
       extra->tracer_slow_path = true;
       extra->compact_epoch = kNoCompactEpoch;
@@ -246,6 +269,7 @@ bool tracer_label_calls(PyObject* code, const std::string& label) {
     }
   }
   labels->push_back(label);
+  if (per_instance) g_per_instance_labels->insert(labels->back().c_str());
   extra->call_label = labels->back().c_str();
   extra->tracer_slow_path = true;
   extra->compact_epoch = kNoCompactEpoch;
@@ -389,7 +413,8 @@ void tracer_release() {
   if (!g_session) return;
   tracer_stop();
   for (PyObject* code : g_session->codes) Py_DECREF(code);
-  for (auto& kv : g_session->labels) Py_DECREF(kv.second.first);
+  for (auto& kv : g_session->labels) Py_DECREF(kv.second.object);
+  for (auto& kv : g_session->instances) Py_DECREF(kv.first);
   fallback_release();
   delete g_session;
   g_session = nullptr;

@@ -55,9 +55,11 @@ KeyResolver tracer_resolver();
 void tracer_release();
 /// Name of the backend in use (after a switch: "frame_hook->sys.monitoring").
 std::string tracer_backend_description();
-/// Labels calls of `code` as "<label>: <class of self>" (e.g. nn.Module.__call__). `label` is
-/// copied. Returns false with a Python exception set.
-bool tracer_label_calls(PyObject* code, const std::string& label);
+/// Labels calls of `code` as "<label>: <class of self>" (e.g. nn.Module.__call__), or with
+/// `per_instance` "<label>: <class>_<n>", n numbering the instances of the class in the session
+/// in the order of their first call (torch's "nn.Module: Linear_0"). `label` is copied. Returns
+/// false with a Python exception set.
+bool tracer_label_calls(PyObject* code, const std::string& label, bool per_instance = false);
 
 /// Adds the eval_frame API (functions and types) to the extension module. False on error.
 bool eval_frame_api_init(PyObject* module);

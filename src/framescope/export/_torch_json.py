@@ -86,5 +86,8 @@ def export_chrome(trace: Trace, path: str, options: Mapping[str, Any],
     """Writes the Chrome JSON (``.gz``: compressed) with torch's top-level members, and
     baseTimeNanoseconds in Unix time as torch's (the events' times stay the trace's)."""
     monotonic, realtime = clock_sync.clock_pair()
+    # With torch's tensor memory recorded, the Python heap's samples stay counters only: as
+    # "[memory]" instants they would mix into the tensor memory's curve (docs/torch.md).
     trace._export_chrome(path, top_level_members(path, options, metadata, unavailable),
-                         realtime - monotonic)
+                         realtime - monotonic,
+                         python_heap_instants=not options.get("torch_memory"))

@@ -215,7 +215,7 @@ def _label_torch_modules() -> None:
         return
     code = getattr(call, "__code__", None)
     if code is not None:
-        _core.label_calls(code, "nn.Module")
+        _core.label_calls(code, "nn.Module", per_instance=True)  # torch's "Linear_0", "Linear_1"
 
 
 def label_calls(cls: type, label: str | None = None) -> None:
@@ -256,7 +256,8 @@ class profile:
             wrapped for the session and restored at stop), charged to the running function or
             range: self and total allocated bytes in ``key_averages()`` and ``summary()``, a
             "Python allocated bytes" counter per thread in the trace; and keep
-            ``record_memory`` events.
+            ``record_memory`` events. With torch ops on, also torch's tensor allocations, as
+            torch's profiler records them (framescope._torch_memory, docs/torch.md).
         with_flops: estimate flops of known ops from their input shapes.
         with_stack: record every Python call (from the PEP 523 frame hook). On by default,
             unlike torch.profiler's: framescope's Python calls are its cheapest events.
@@ -397,6 +398,10 @@ class profile:
             from framescope.integrations import _torch_ops
 
             _torch_ops.attach()  # fails here, before anything runs, when torch can't be observed
+            if profile_memory:  # torch's tensor memory instead of the Python heap (_torch_memory)
+                from framescope.integrations import _torch_memory
+
+                _torch_memory.attach()
         self.cpu_time = cpu_time
         for name, value in (("schedule", schedule), ("on_trace_ready", on_trace_ready)):
             if value is not None and not callable(value):
@@ -609,7 +614,8 @@ class profile:
         gzip-compressed when ``path`` ends with ``.gz``. It is the file torch.profiler's
         readers take (torch-tb-profiler, HTA): torch's top-level members (``traceName``,
         ``distributedInfo``, ``add_metadata`` keys...), baseTimeNanoseconds in Unix time, the
-        Python heap's ``[memory]`` instants with ``profile_memory`` (docs/torch.md); ``export()``
+        ``[memory]`` instants with ``profile_memory`` (torch's tensor memory with torch ops on,
+        else the Python heap's: docs/torch.md); ``export()``
         writes the plain Chrome JSON. ``use_python_export`` is accepted for torch.profiler's
         callers (its ``tensorboard_trace_handler`` passes it) and changes nothing: the writer
         is always the native one."""
@@ -618,7 +624,8 @@ class profile:
 
         p = _fspath(ranks.expand_rank(path))
         options = {"with_stack": self.with_stack, "profile_memory": self.profile_memory,
-                   "record_shapes": self.record_shapes}
+                   "record_shapes": self.record_shapes,
+                   "torch_memory": self.profile_memory and self.torch_ops}
         from framescope.export._formats import host_marked
 
         trace = host_marked(self.trace, "chrome", self._host_files, self._host_export)
@@ -657,7 +664,8 @@ class profile:
                                device: str | None = None) -> None:
         """Writes the memory over time as torch's ``export_memory_timeline``: ``.json`` /
         ``.json.gz`` (``[times, sizes]``) or ``.html`` (a plot; needs matplotlib). Needs
-        ``profile_memory=True``; the bytes are the Python heap's (docs/torch.md)."""
+        ``profile_memory=True``; the bytes are torch's tensor memory with torch ops on, else
+        the Python heap's (docs/torch.md)."""
         from framescope.export._torch_exports import export_memory_timeline
 
         export_memory_timeline(self.trace, _fspath(ranks.expand_rank(path)), device,
