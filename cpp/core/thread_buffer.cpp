@@ -82,7 +82,7 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
   }
   cursor_ = chunk;
   limit_ = chunk + events;
-  pending_pair_ = nullptr;
+  pending_end_ = nullptr;
   base_window_ = 0;  // compact events in the new chunk need a base of their own
   return true;
 }
@@ -116,7 +116,7 @@ void ThreadBuffer::append_compact_slow(uint64_t ticks, uint64_t bits) noexcept {
   write_slot(ticks, base_word);
   base_ticks_ = ticks;
   base_window_ = kCompactDeltaLimit;
-  open_pair(bits);  // delta 0
+  open_pair(cursor_, bits);  // delta 0
 }
 
 SideRecordMarks ThreadBuffer::side_marks_from(uint64_t first_word) const noexcept {
@@ -178,7 +178,7 @@ void ThreadBuffer::stream_chunks_locked(StreamWriter& stream,
   }
   // The owner must not write into a chunk it handed off: the next event takes the slow path.
   cursor_ = limit_ = nullptr;
-  pending_pair_ = nullptr;
+  pending_end_ = nullptr;
   base_window_ = 0;
 }
 
@@ -222,7 +222,8 @@ uint64_t ThreadBuffer::evict_exited() noexcept {
   }
   chunks_.clear();
   cursor_ = limit_ = nullptr;
-  pending_pair_ = nullptr;
+  pending_end_ = nullptr;
+  base_window_ = 0;  // no chunk: append_compact() must take its slow path
   release_side_records_below(side_marks_from(0));
   open_begins_.clear();
   open_details_.clear();
@@ -368,7 +369,7 @@ std::vector<RawEvent> ThreadBuffer::restart_in_fork_child(uint64_t fork_ticks,
   }
   chunks_.clear();
   cursor_ = limit_ = nullptr;
-  pending_pair_ = nullptr;
+  pending_end_ = nullptr;
   base_window_ = 0;
   release_side_records_below(side_marks_from(0));  // records of the parent's events
   full_ = false;
@@ -497,7 +498,8 @@ void ThreadBuffer::detach(bool owner_is_caller) noexcept {
   }
   if (owner_is_caller) {
     cursor_ = limit_ = nullptr;
-    pending_pair_ = nullptr;
+    pending_end_ = nullptr;
+    base_window_ = 0;  // no chunk: append_compact() must take its slow path
   }
 }
 
@@ -506,7 +508,8 @@ void ThreadBuffer::release_chunks() noexcept {
   for (const Chunk& c : chunks_) ChunkPool::instance().release(c.events, c.capacity);
   chunks_.clear();
   cursor_ = limit_ = nullptr;
-  pending_pair_ = nullptr;
+  pending_end_ = nullptr;
+  base_window_ = 0;  // no chunk: append_compact() must take its slow path
 }
 
 uint64_t count_events(const RawEvent* slots, size_t count) noexcept {

@@ -30,16 +30,41 @@ namespace {
 
 unsigned g_hook_users = 0;  // GIL-protected
 
-// The hook comes in two variants, chosen when it is installed (hook_set_memory_variant): the
+// The hook comes in variants, chosen when it is installed (hook_set_memory_variant): the
 // memory variant (profile_memory) also writes the thread's Python allocations counted since its
-// last event before each call and return it records (memory_hooks.h). A template parameter, so
-// that the plain variant's hot path is exactly what it is without memory profiling.
-template <bool kMemory>
+// last event before each call and return it records (memory_hooks.h); kTsc says which clock
+// now_ticks() would read (internal::g_use_tsc, fixed at start-up). Template parameters, so that
+// the usual variant's hot path reads the TSC without testing a flag at every call and return,
+// and is exactly what it is without memory profiling.
+template <bool kMemory, bool kTsc>
 PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag);
-EvalFrameFunction g_installed_eval = framescope_eval_frame<false>;  // the variant to install
+
+bool g_memory_variant = false;  // hook_set_memory_variant(); GIL-protected
+
+// The variant to install: memory or plain, for the session clock.
+EvalFrameFunction installed_eval() {
+  if (internal::g_use_tsc) {
+    return g_memory_variant ? framescope_eval_frame<true, true>
+                            : framescope_eval_frame<false, true>;
+  }
+  return g_memory_variant ? framescope_eval_frame<true, false>
+                          : framescope_eval_frame<false, false>;
+}
 
 bool is_our_eval(EvalFrameFunction f) {
-  return f == framescope_eval_frame<false> || f == framescope_eval_frame<true>;
+  return f == framescope_eval_frame<false, true> || f == framescope_eval_frame<true, true> ||
+         f == framescope_eval_frame<false, false> || f == framescope_eval_frame<true, false>;
+}
+
+// now_ticks() for a hook variant: the same clock, without the run-time test of g_use_tsc.
+template <bool kTsc>
+FRAMESCOPE_ALWAYS_INLINE uint64_t hook_ticks() {
+#if FRAMESCOPE_HAVE_TSC
+  if constexpr (kTsc) return __rdtsc();
+  return monotonic_ns();
+#else
+  return read_tsc();
+#endif
 }
 
 PyInterpreterState* interp() { return PyInterpreterState_Get(); }
@@ -127,17 +152,20 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int 
 // kPyCall through register_code()). False when nothing was recorded: the call is not part of the
 // trace (a generator's creation on 3.11+) or its code could not be registered. The memory
 // variant first writes the thread's allocations counted since its previous event.
-template <bool kMemory>
+template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCodeObject* code,
                                           FsFrame* frame, int throwflag) {
-  if (const uint64_t compact = fast_compact_call(code); FRAMESCOPE_LIKELY(compact != 0)) {
-    const uint64_t ticks = now_ticks();
+  // fast_compact_call() inlined, minus its test of the bits: compact_epoch names a session only
+  // when the code has (nonzero) compact bits in it, so the one compare decides.
+  if (const CodeExtra* extra = find_code_extra(code);
+      FRAMESCOPE_LIKELY(extra && extra->compact_epoch == g_tracer.epoch)) {
+    const uint64_t ticks = hook_ticks<kTsc>();
     if (kMemory) flush_allocations(buffer, ticks);
-    buffer->append_compact(ticks, compact);
+    buffer->append_compact(ticks, extra->compact_call_bits);
     return true;
   }
   if (left_out_code(code)) return false;  // filtered out: no clock read, no registration
-  const uint64_t ticks = now_ticks();  // the call's time, not the end of its registration
+  const uint64_t ticks = hook_ticks<kTsc>();  // the call's time, not the end of its registration
   const uint64_t key = register_code(code, frame, throwflag);
   if (FRAMESCOPE_UNLIKELY(!key)) return false;
   if (kMemory) flush_allocations(buffer, ticks);
@@ -156,12 +184,12 @@ FRAMESCOPE_ALWAYS_INLINE uint64_t current_buffer_epoch() { return internal::t_sl
 // its return must not close a slice of the later session. Compared by epoch, not by buffer
 // address: the later session's buffer for this thread is often allocated at the same address.
 // (current_buffer() has just compared the slot's epoch: the compare below reuses that load.)
-template <bool kMemory>
+template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE void record_return(uint64_t epoch) {
   if (FRAMESCOPE_LIKELY(g_tracer.hook_records_exits)) {
     if (internal::ThreadBuffer* b = internal::current_buffer();
         FRAMESCOPE_LIKELY(b != nullptr && current_buffer_epoch() == epoch)) {
-      const uint64_t ticks = now_ticks();
+      const uint64_t ticks = hook_ticks<kTsc>();
       if (kMemory) flush_allocations(b, ticks);
       b->append_compact(ticks, internal::kCompactReturnBits);
     }
@@ -174,9 +202,9 @@ FRAMESCOPE_ALWAYS_INLINE void record_return(uint64_t epoch) {
 // the default evaluation, so before the hook records that frame's return. CPython's own hooks
 // saw it return before: record that here, so that these calls follow it, as calls of its caller.
 // Replay closes the innermost Python slice at this event and ignores its late return event.
-template <bool kMemory>
+template <bool kMemory, bool kTsc>
 FRAMESCOPE_NOINLINE void record_exit_before_cleanup(internal::ThreadBuffer* buffer) {
-  const uint64_t ticks = now_ticks();
+  const uint64_t ticks = hook_ticks<kTsc>();
   if (kMemory) flush_allocations(buffer, ticks);
   buffer->append(ticks, internal::pack_word(internal::EventKind::kPyExitEarly, 0));
 }
@@ -203,7 +231,7 @@ FRAMESCOPE_NOINLINE int run_pending_work_before_call(PyThreadState* ts, FsFrame*
 // no hooked frame open). Records an anchor (the caller, for replay to close the frames from the
 // start that ended unseen) and, on 3.10/3.11, takes the initial-frame watch off the thread while
 // the call runs (initial_frames.h). Out of line: the hot path pays only the depth test.
-template <bool kMemory>
+template <bool kMemory, bool kTsc>
 FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* frame,
                                                     int throwflag, HookThread& h,
                                                     internal::ThreadBuffer* buffer) {
@@ -217,7 +245,7 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
 #endif
   PyCodeObject* code = frame_code(frame);
   if (left_out_code(code)) return chain(ts, frame, throwflag);  // filtered out: only chained
-  const uint64_t ticks = now_ticks();
+  const uint64_t ticks = hook_ticks<kTsc>();
   const uint64_t compact = fast_compact_call(code);
   const uint64_t key = compact ? 0 : register_code(code, frame, throwflag);
   if (!compact && !key) return chain(ts, frame, throwflag);  // not part of the trace
@@ -235,7 +263,7 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
   --h.depth;
-  record_return<kMemory>(epoch);
+  record_return<kMemory, kTsc>(epoch);
 #if !FS_PY312
   if (paused) initial_watch_resume(ts);
 #endif
@@ -245,13 +273,13 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
 // The hook's recording path. The plain variant (kMemory false) is the same code as without
 // memory profiling; the memory variant writes the thread's counted allocations before each
 // call and return it records (memory_hooks.h).
-template <bool kMemory>
+template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                HookThread& h) {
   internal::ThreadBuffer* buffer = internal::current_buffer();
   if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);
   if (FRAMESCOPE_UNLIKELY(h.depth == 0)) {
-    return traced_eval_outermost<kMemory>(ts, frame, throwflag, h, buffer);
+    return traced_eval_outermost<kMemory, kTsc>(ts, frame, throwflag, h, buffer);
   }
   // A frame that fails the recursion check never runs: not a call of the trace.
   if (frame_start_fails_recursion_check(ts)) {
@@ -264,27 +292,28 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
 #endif
 #if FS_PY312
   if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {
-    record_exit_before_cleanup<kMemory>(buffer);
+    record_exit_before_cleanup<kMemory, kTsc>(buffer);
   }
 #endif
-  if (FRAMESCOPE_UNLIKELY(!record_call<kMemory>(buffer, frame_code(frame), frame, throwflag))) {
+  const bool recorded = record_call<kMemory, kTsc>(buffer, frame_code(frame), frame, throwflag);
+  if (FRAMESCOPE_UNLIKELY(!recorded)) {
     return chain(ts, frame, throwflag);
   }
   const uint64_t epoch = current_buffer_epoch();
   ++h.depth;
   PyObject* result = chain(ts, frame, throwflag);
   --h.depth;
-  record_return<kMemory>(epoch);
+  record_return<kMemory, kTsc>(epoch);
   return result;
 }
 
 // The frame as the interpreter would run it without the eval_frame API: recorded when the
 // tracer records, then chained (run_frame() and dispatch_frame() share it).
-template <bool kMemory>
+template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                    HookThread& h) {
   if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) {
-    return traced_eval<kMemory>(ts, frame, throwflag, h);
+    return traced_eval<kMemory, kTsc>(ts, frame, throwflag, h);
   }
   return chain(ts, frame, throwflag);
 }
@@ -292,11 +321,11 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* f
 // What the hook does with a frame once the stack has room: the eval_frame API's interception,
 // the tracer's recording, or a plain chain. Inlined into the hook so that a traced call costs
 // one C frame.
-template <bool kMemory>
+template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* dispatch_frame(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                   HookThread& h) {
   if (FRAMESCOPE_UNLIKELY(h.eval_callback != nullptr)) return eval_api_frame(ts, frame, throwflag);
-  return record_or_chain<kMemory>(ts, frame, throwflag, h);
+  return record_or_chain<kMemory, kTsc>(ts, frame, throwflag, h);
 }
 
 struct SegmentCall {
@@ -306,11 +335,19 @@ struct SegmentCall {
   PyObject* result;
 };
 
+// dispatch_frame() in the variant the hook runs as (off the hot path: stack segments).
+PyObject* dispatch_variant(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  if (internal::g_use_tsc) {
+    return g_memory_tracking ? dispatch_frame<true, true>(ts, frame, throwflag, t_hook)
+                             : dispatch_frame<false, true>(ts, frame, throwflag, t_hook);
+  }
+  return g_memory_tracking ? dispatch_frame<true, false>(ts, frame, throwflag, t_hook)
+                           : dispatch_frame<false, false>(ts, frame, throwflag, t_hook);
+}
+
 void run_segment_call(void* p) {
   auto* call = static_cast<SegmentCall*>(p);
-  call->result = g_memory_tracking
-                     ? dispatch_frame<true>(call->ts, call->frame, call->throwflag, t_hook)
-                     : dispatch_frame<false>(call->ts, call->frame, call->throwflag, t_hook);
+  call->result = dispatch_variant(call->ts, call->frame, call->throwflag);
 }
 
 // Runs the frame on `segment`. The thread state, the GIL and CPython's own counters are not
@@ -362,7 +399,7 @@ FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int 
   return true;
 }
 
-template <bool kMemory>
+template <bool kMemory, bool kTsc>
 PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
   HookThread& h = t_hook;
   char marker;
@@ -372,7 +409,7 @@ PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag
       return result;
     }
   }
-  return dispatch_frame<kMemory>(ts, frame, throwflag, h);
+  return dispatch_frame<kMemory, kTsc>(ts, frame, throwflag, h);
 }
 
 }  // namespace
@@ -407,8 +444,12 @@ bool c_stack_nearly_exhausted() {
 }
 
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
-  return g_memory_tracking ? record_or_chain<true>(ts, frame, throwflag, t_hook)
-                            : record_or_chain<false>(ts, frame, throwflag, t_hook);
+  if (internal::g_use_tsc) {
+    return g_memory_tracking ? record_or_chain<true, true>(ts, frame, throwflag, t_hook)
+                             : record_or_chain<false, true>(ts, frame, throwflag, t_hook);
+  }
+  return g_memory_tracking ? record_or_chain<true, false>(ts, frame, throwflag, t_hook)
+                           : record_or_chain<false, false>(ts, frame, throwflag, t_hook);
 }
 
 PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {
@@ -432,7 +473,7 @@ void hook_acquire(HookUser user) {
     EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());
     if (!is_our_eval(current)) {
       g_previous_eval = current;
-      _PyInterpreterState_SetEvalFrameFunc(interp(), g_installed_eval);
+      _PyInterpreterState_SetEvalFrameFunc(interp(), installed_eval());
     } else if (!g_previous_eval) {
       g_previous_eval = _PyEval_EvalFrameDefault;
     }
@@ -466,8 +507,8 @@ std::string foreign_frame_hook() {
 }
 
 void hook_set_memory_variant(bool memory) {
-  g_installed_eval = memory ? framescope_eval_frame<true> : framescope_eval_frame<false>;
-  if (hook_is_current()) _PyInterpreterState_SetEvalFrameFunc(interp(), g_installed_eval);
+  g_memory_variant = memory;
+  if (hook_is_current()) _PyInterpreterState_SetEvalFrameFunc(interp(), installed_eval());
 }
 
 bool hook_detach_for_tracer() {

@@ -78,17 +78,18 @@ class ThreadBuffer {
     if (FRAMESCOPE_UNLIKELY(delta >= base_window_)) return append_compact_slow(ticks, bits);
     // The open pair slot takes the event as its second half only while it is still the newest
     // slot: any event written since (an ordinary one, padding) closed it, keeping the order.
-    // Checked here rather than by a store in append(), which C++ ranges use.
-    if (reinterpret_cast<uintptr_t>(pending_pair_) + sizeof(RawEvent) ==
-        reinterpret_cast<uintptr_t>(cursor_)) {
+    // Checked here rather than by a store in append(), which C++ ranges use. (cursor_ is never
+    // null here: base_window_ is 0 whenever the buffer has no chunk.)
+    RawEvent* const cursor = cursor_;
+    if (pending_end_ == cursor) {
       // A reader may be copying this (already committed) slot right now, hence the atomic
       // store; it sees the event or the empty half.
-      __atomic_store_n(&pending_pair_->ticks, bits | delta, __ATOMIC_RELAXED);
-      pending_pair_ = nullptr;
+      __atomic_store_n(&cursor[-1].ticks, bits | delta, __ATOMIC_RELAXED);
+      pending_end_ = nullptr;
       return;
     }
-    if (FRAMESCOPE_UNLIKELY(cursor_ == limit_)) return append_compact_slow(ticks, bits);
-    open_pair(bits | delta);
+    if (FRAMESCOPE_UNLIKELY(cursor == limit_)) return append_compact_slow(ticks, bits);
+    open_pair(cursor, bits | delta);
   }
 
   // ---- slow path, owner thread only ----
@@ -208,10 +209,16 @@ class ThreadBuffer {
     committed_.store(seq + 1, std::memory_order_release);
     return seq;
   }
-  // Starts a pair slot with compact event `first` (its second half empty) at the cursor.
-  FRAMESCOPE_ALWAYS_INLINE void open_pair(uint64_t first) noexcept {
-    write_slot(0, first);
-    pending_pair_ = cursor_ - 1;
+  // Starts a pair slot with compact event `first` (its second half empty) at `cursor` (the
+  // cursor, which has room). write_slot() spelled out on the cursor already loaded: its store to
+  // committed_ (atomic) would otherwise make the compiler load the cursor again.
+  FRAMESCOPE_ALWAYS_INLINE void open_pair(RawEvent* cursor, uint64_t first) noexcept {
+    cursor->ticks = 0;
+    cursor->word = first;
+    cursor_ = cursor + 1;
+    pending_end_ = cursor + 1;
+    const uint64_t seq = committed_.load(std::memory_order_relaxed);
+    committed_.store(seq + 1, std::memory_order_release);
   }
   // Streaming capture: hands every chunk to `stream` with the side records that only they
   // reference (those below `keep`), leaving the buffer without a chunk (under mutex_, owner).
@@ -252,7 +259,9 @@ class ThreadBuffer {
   RawEvent* cursor_ = nullptr;
   RawEvent* limit_ = nullptr;
   std::atomic<uint64_t> committed_{0};  // slots appended so far = the next sequence number
-  RawEvent* pending_pair_ = nullptr;    // last pair slot with an empty second half (if newest)
+  // Just past the last pair slot with an empty second half: equal to cursor_ while that slot is
+  // the newest (one compare on the hot path), else null or older.
+  RawEvent* pending_end_ = nullptr;
   uint64_t base_ticks_ = 0;             // base of compact events in the current chunk
   uint64_t base_window_ = 0;            // kCompactDeltaLimit once the current chunk has a base
   Session* session_;
