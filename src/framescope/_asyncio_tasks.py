@@ -15,14 +15,15 @@ Why this design:
   runs no loop executes none of this code (no frame hook change, no per-call check);
 - **the Tasks are untouched**: no task factory, no wrapped coroutine (``task.get_coro()``,
   ``repr(task)``, a loop's own task factory and ``asyncio.Task`` subclasses keep working);
-- **cheap with a loop**: per callback two attribute reads and a type check, per Task step a hash
-  lookup and a range's begin and end, all in C (bench/asyncio_tasks.py measures it).
+- **cheap with a loop**: per callback a C method call, a slot read and a type check, per Task
+  step a hash lookup and a range's begin and end, all in C (bench/asyncio_tasks.py measures it).
 uvloop's Handle is compiled: for its loops, ``uvloop.Loop.create_task`` is wrapped instead and
 gives each Task a coroutine that runs its steps in the Task's range (Python code per step, and
 ``task.get_coro()`` returns that wrapper).
 
-Readers: ``task_steps(trace)`` finds the ranges; framescope._asyncio_tracks adds an async track
-per Task to Chrome JSON and Perfetto files and prints the ``--by-task`` summary.
+Readers: ``task_steps(trace)`` finds the ranges; the Chrome JSON and Perfetto writers give each
+Task a track of its own (cpp/export/task_tracks.h, which knows ``PREFIX`` too);
+framescope._asyncio_tracks prints the ``--by-task`` summary.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from framescope import _core
 if TYPE_CHECKING:
     from framescope._core import Trace
 
-#: Prefix of the name of a Task's range.
+#: Prefix of the name of a Task's range (kTaskRangePrefix in cpp/export/task_tracks.h).
 PREFIX = "asyncio.Task "
 
 _installed: dict[str, Any] = {}  # what was replaced: "Handle._run", "to_thread"

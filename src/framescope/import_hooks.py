@@ -10,9 +10,10 @@ from __future__ import annotations
 import sys
 import threading
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 if TYPE_CHECKING:
+    import importlib.abc
     import importlib.machinery
 
 # The finder and loader are plain classes (the import system only calls their methods): deriving
@@ -52,7 +53,7 @@ class _Loader:
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         create = getattr(self.loader, "create_module", None)
-        return create(spec) if create is not None else None  # type: ignore[no-any-return]
+        return create(spec) if create is not None else None
 
     def exec_module(self, module: ModuleType) -> None:
         # The module shows its real loader, as without the hook.
@@ -82,6 +83,6 @@ class _Finder:
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, fullname)
+                    spec.loader = cast("importlib.abc.Loader", _Loader(spec.loader, fullname))
                 return spec
         return None
