@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import collections.abc
 import functools
-import itertools
 import sys
 import types
 import weakref
@@ -45,26 +44,11 @@ if TYPE_CHECKING:
 #: Prefix of the name of a Task's range (kTaskRangePrefix in cpp/export/task_tracks.h).
 PREFIX = "asyncio.Task "
 
-_installed: dict[str, Any] = {}  # what was replaced: "Handle._run", "to_thread"
-# id(task) -> (weak reference to the Task, its range's name): the names the C replacement of
-# Handle._run asked for (once per Task) and to_thread's ranges use. An id reused by a later Task
-# is told apart by the reference. Cleared at the session's stop.
-_names: dict[int, tuple[Any, str]] = {}
-_numbers = itertools.count(1)
+_installed: dict[str, Any] = {}  # what was replaced: "Handle._run", "to_thread", "uvloop"
 
-
-def _task_name(task: Any) -> str:
-    """The name of a Task's range, made at its first step (the Task's name is final by then)."""
-    entry = _names.get(id(task))
-    if entry is not None and entry[0]() is task:
-        return entry[1]
-    try:
-        name = task.get_name()
-    except Exception:  # noqa: BLE001 - a Task subclass's odd get_name
-        name = "Task"
-    text = f"{PREFIX}{name} #{next(_numbers)}"
-    _names[id(task)] = (weakref.ref(task), text)
-    return text
+#: The name of a Task's range (made in C at its first step, once per Task; to_thread's ranges
+#: and uvloop's steps use the same).
+_task_name: Callable[[Any], str] = _core._asyncio_task_name
 
 
 def install() -> None:
@@ -80,7 +64,7 @@ def install() -> None:
     task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
     # Handle._run replaced by a C function (cpp/python/integrations/asyncio_steps.cpp): as
     # Python code the wrapper cost 10-30% of an asyncio-heavy program.
-    _core._asyncio_steps_install(asyncio.events.Handle, task_types, _task_name)
+    _core._asyncio_steps_install(asyncio.events.Handle, task_types)
     _installed["Handle._run"] = True
 
     to_thread = getattr(asyncio, "to_thread", None)
@@ -197,7 +181,6 @@ _hooked: set[str] = set()  # modules whose import arm() waits for (once per proc
 def uninstall() -> None:
     """Puts back what install() replaced (at the session's stop)."""
     asyncio = sys.modules.get("asyncio")
-    _names.clear()
     uvloop_class = _installed.pop("uvloop", None)
     if uvloop_class is not None and "create_task" in vars(uvloop_class):
         delattr(uvloop_class, "create_task")  # the compiled base's again

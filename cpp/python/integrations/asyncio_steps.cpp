@@ -35,7 +35,8 @@ namespace framescope::py {
 namespace {
 
 PyObject* g_original_run = nullptr;  // asyncio.events.Handle._run
-PyObject* g_namer = nullptr;         // task -> its range's name (Python, once per Task)
+PyObject* g_get_name = nullptr;      // interned "get_name"
+uint64_t g_task_number = 0;          // numbers the Tasks' names, unique in the process
 PyObject* g_self = nullptr;          // interned "__self__"
 PyObject* g_callback = nullptr;      // interned "_callback"
 // The Task classes (asyncio.Task, the Python Task): compared by pointer first.
@@ -94,17 +95,24 @@ const char* name_of(PyObject* task) {
     Py_DECREF(it->second.ref);
     g_tasks.erase(it);
   }
-  PyObject* text = PyObject_CallOneArg(g_namer, task);
-  if (!text) return nullptr;
+  // "asyncio.Task <name> #<n>", made at the Task's first step (a TaskGroup names its Task after
+  // creating it) in C: a Task's steps may be few (bench/asyncio_tasks.py: ~50), so its naming
+  // counts too (a Python namer took a few us per Task).
+  std::string text = "asyncio.Task ";
+  PyObject* given = PyObject_CallMethodNoArgs(task, g_get_name);
   Py_ssize_t size = 0;
-  const char* utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &size) : nullptr;
-  if (!utf8) {
-    Py_DECREF(text);
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "task namer must return a str");
-    return nullptr;
+  const char* utf8 = given && PyUnicode_Check(given) ? PyUnicode_AsUTF8AndSize(given, &size)
+                                                     : nullptr;
+  if (utf8) {
+    text.append(utf8, size_t(size));
+  } else {  // a Task subclass's odd get_name, a name with lone surrogates
+    PyErr_Clear();
+    text += "Task";
   }
-  const char* name = names().emplace(utf8, size_t(size)).first->c_str();
-  Py_DECREF(text);
+  Py_XDECREF(given);
+  text += " #";
+  text += std::to_string(++g_task_number);
+  const char* name = names().insert(std::move(text)).first->c_str();
   PyObject* ref = PyWeakref_NewRef(task, nullptr);
   if (!ref) return nullptr;
   g_tasks.emplace(task, TaskName{ref, name});
@@ -224,12 +232,12 @@ Py_ssize_t callback_offset(PyObject* cls) {
   return offset;
 }
 
-// _asyncio_steps_install(handle_class, task_types, namer) -> None: replaces
-// handle_class._run (idempotent).
+// _asyncio_steps_install(handle_class, task_types) -> None: replaces handle_class._run
+// (idempotent).
 PyObject* install(PyObject*, PyObject* args) {
-  PyObject *cls, *types, *namer;
-  if (!PyArg_ParseTuple(args, "O!O!O:_asyncio_steps_install", &PyType_Type, &cls, &PyTuple_Type,
-                        &types, &namer)) {
+  PyObject *cls, *types;
+  if (!PyArg_ParseTuple(args, "O!O!:_asyncio_steps_install", &PyType_Type, &cls, &PyTuple_Type,
+                        &types)) {
     return nullptr;
   }
   if (g_original_run) Py_RETURN_NONE;
@@ -261,9 +269,13 @@ PyObject* install(PyObject*, PyObject* args) {
     g_task_types[i] = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(types, i));
     Py_INCREF(g_task_types[i]);
   }
-  Py_INCREF(namer);
-  Py_XSETREF(g_namer, namer);
   Py_RETURN_NONE;
+}
+
+// _asyncio_task_name(task) -> str: the name of the Task's range (made now if it has none).
+PyObject* task_name(PyObject*, PyObject* task) {
+  const char* name = name_of(task);
+  return name ? PyUnicode_FromString(name) : nullptr;
 }
 
 // _asyncio_steps_uninstall(handle_class) -> None: puts the original back; forgets the Tasks.
@@ -279,8 +291,10 @@ PyObject* uninstall(PyObject*, PyObject* cls) {
 
 PyMethodDef g_methods[] = {
     {"_asyncio_steps_install", install, METH_VARARGS,
-     "Replaces handle_class._run: a callback bound to an instance of task_types runs inside a "
-     "range named namer(task) (asked once per Task)."},
+     "Replaces handle_class._run: a callback bound to an instance of task_types runs inside the "
+     "Task's range."},
+    {"_asyncio_task_name", task_name, METH_O,
+     "The name of a Task's range: 'asyncio.Task <name> #<n>', made once per Task."},
     {"_asyncio_steps_uninstall", uninstall, METH_O, "Puts handle_class._run back."},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -290,7 +304,8 @@ PyMethodDef g_methods[] = {
 bool asyncio_steps_init(PyObject* module) {
   g_callback = PyUnicode_InternFromString("_callback");
   g_self = PyUnicode_InternFromString("__self__");
-  return g_callback && g_self && PyModule_AddFunctions(module, g_methods) == 0;
+  g_get_name = PyUnicode_InternFromString("get_name");
+  return g_callback && g_self && g_get_name && PyModule_AddFunctions(module, g_methods) == 0;
 }
 
 }  // namespace framescope::py
