@@ -6,7 +6,9 @@ Cases, each in a fresh subprocess, alternated over rounds, median per case:
   noop_hook     - a PEP 523 hook that does nothing (the floor of any frame-hook tracer)
   traced        - framescope.profile() without Task attribution (_asyncio_tasks.ENABLED=False)
   traced_tasks  - framescope.profile() with it (the default)
-Prints each case's time and the ratio traced_tasks / traced (the cost of the attribution,
+Each case's time is both wall and CPU time (the workload is single-threaded: its process CPU
+time is the loop's; on a machine shared with other work CPU time moves less with the load).
+Prints each case's times and the ratio traced_tasks / traced (the cost of the attribution,
 target <= 1.03), and writes bench/results/asyncio_tasks.json (asyncio_tasks_work<N>.json with
 --work N: steps that compute something, as real Tasks do, rather than empty ones).
 """
@@ -70,13 +72,14 @@ def workload(tasks: int, steps: int, work: int = 0) -> int:
     return asyncio.run(main())
 
 
-def worker(case: str, tasks: int, steps: int, work: int) -> float:
+def worker(case: str, tasks: int, steps: int, work: int) -> tuple[float, float]:
+    """(wall s, CPU s) of the workload under ``case``."""
     import framescope
     from framescope import _core
     from framescope.integrations import _asyncio_tasks
 
     workload(8, 10)  # warm imports
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if case == "untraced":
         workload(tasks, steps, work)
     elif case == "noop_hook":
@@ -91,12 +94,12 @@ def worker(case: str, tasks: int, steps: int, work: int) -> float:
         _asyncio_tasks.ENABLED = case == "traced_tasks"
         prof = framescope.profile(cpu_time=False, memory_limit="2GiB")
         prof.start()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         workload(tasks, steps, work)
-        elapsed = time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0, time.process_time() - c0
         prof.stop()
         return elapsed
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> None:
@@ -112,13 +115,17 @@ def main() -> None:
         print(json.dumps(worker(args.worker, args.tasks, args.steps, args.work)))
         return
     times: dict[str, list[float]] = {c: [] for c in CASES}
+    cpu: dict[str, list[float]] = {c: [] for c in CASES}
     for _ in range(args.rounds):
         for case in CASES:
             out = subprocess.run([sys.executable, __file__, "--worker", case, "--tasks",
                                   str(args.tasks), "--steps", str(args.steps),
                                   "--work", str(args.work)],
                                  capture_output=True, text=True, check=True)
-            times[case].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            wall, cpu_s = json.loads(out.stdout.strip().splitlines()[-1])
+            times[case].append(wall)
+            cpu[case].append(cpu_s)
+    load = os.getloadavg()
     med = {c: statistics.median(v) for c, v in times.items()}
     best = {c: min(v) for c, v in times.items()}
     # Rounds alternate the cases, so a round's ratio compares runs made under the same load.
@@ -127,16 +134,25 @@ def main() -> None:
     for c in CASES:
         print(f"{c:>13}: {med[c] * 1e3:9.1f} ms  x{med[c] / base:5.2f} of untraced")
     cost = med["traced_tasks"] / med["traced"]
-    print(f"Task attribution: traced_tasks / traced = {cost:.3f} (medians), "
+    print(f"Task attribution (wall): traced_tasks / traced = {cost:.3f} (medians), "
           f"{best['traced_tasks'] / best['traced']:.3f} (best runs), {paired:.3f} (median of "
           f"per-round ratios); target <= 1.03")
+    cpu_med = {c: statistics.median(v) for c, v in cpu.items()}
+    cpu_paired = statistics.median(a / b for a, b in zip(cpu["traced_tasks"], cpu["traced"]))
+    for c in CASES:
+        print(f"{c:>13}: {cpu_med[c] * 1e3:9.1f} ms CPU  x{cpu_med[c] / cpu_med['untraced']:5.2f}")
+    cpu_cost = cpu_med["traced_tasks"] / cpu_med["traced"]
+    print(f"Task attribution (CPU): {cpu_cost:.3f} (medians), {cpu_paired:.3f} (median of "
+          f"per-round ratios); load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     results = RESULTS.format(f"_work{args.work}" if args.work else "")
     os.makedirs(os.path.dirname(results), exist_ok=True)
     with open(results, "w", encoding="utf-8") as f:
         json.dump({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                    "python": platform.python_version(), "load_average": os.getloadavg(),
                    "tasks": args.tasks, "steps": args.steps, "work": args.work,
-                   "rounds": args.rounds,
+                   "rounds": args.rounds, "load_average_end": load,
+                   "cpu_median_s": cpu_med, "cpu_all_s": cpu,
+                   "cpu_attribution_ratio": cpu_cost, "cpu_attribution_ratio_paired": cpu_paired,
                    "median_s": med, "best_s": best, "all_s": times, "attribution_ratio": cost,
                    "attribution_ratio_best": best["traced_tasks"] / best["traced"],
                    "attribution_ratio_paired": paired}, f, indent=1)

@@ -1,10 +1,12 @@
-"""asyncio Tasks in traces (framescope.integrations._asyncio_tasks, _asyncio_tracks): each Task's steps are
-ranges named after it, an async track per Task in Chrome JSON and Perfetto, the --by-task
-summary; TaskGroup, gather, create_task and to_thread; nothing when no loop runs."""
+"""asyncio Tasks in traces (framescope.integrations._asyncio_tasks, cpp/export/task_tracks.h, _asyncio_tracks):
+each Task's steps are ranges named after it, an async track per Task in Chrome JSON and Perfetto
+on every export path (export, convert, streamed, gzip), the --by-task summary; TaskGroup,
+gather, create_task, to_thread and uvloop; nothing when no loop runs."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import subprocess
 import sys
@@ -80,48 +82,129 @@ def test_each_task_has_its_steps() -> None:
     assert not hasattr(asyncio.to_thread, "__wrapped__")
 
 
+def chrome_task_tracks(path: Any) -> dict[str, tuple[int, list[tuple[float, float]]]]:
+    """The Task tracks of a Chrome JSON file (.gz too): track name -> (steps its lifetime's end
+    counts, [(start, end) of each step]), checking that each track's events pair up, the lifetime
+    first and last, in time order."""
+    raw = open(path, "rb").read()
+    if str(path).endswith(".gz"):
+        raw = gzip.decompress(raw)
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for e in json.loads(raw)["traceEvents"]:
+        if e.get("cat") == "asyncio task":
+            by_id.setdefault(e["id"], []).append(e)
+    tracks = {}
+    for evs in by_id.values():  # in file order: readers break ties of equal ts by it
+        life_b, life_e, steps = evs[0], evs[-1], evs[1:-1]
+        assert (life_b["ph"], life_e["ph"]) == ("b", "e") and life_b["name"] == life_e["name"]
+        assert [e["ph"] for e in steps] == ["b", "e"] * (len(steps) // 2)
+        assert all(e["name"] == "step" for e in steps)
+        spans = [(b["ts"], e["ts"]) for b, e in zip(steps[::2], steps[1::2])]
+        assert all(s <= e for s, e in spans)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # in time order, apart
+        assert life_b["ts"] == spans[0][0] and life_e["ts"] == max(e for _s, e in spans)
+        tracks[life_b["name"]] = (life_e["args"]["steps"], spans)
+    return tracks
+
+
+def perfetto_task_tracks(path: Any) -> dict[str, list[tuple[int, int]]]:
+    """The Task tracks of a .pftrace read with Perfetto's official classes (tests/perfetto_reader):
+    track name -> [(start, dur) of each step], checking that the lifetime slice holds them."""
+    perfetto_reader = pytest.importorskip("perfetto_reader", reason="needs perfetto + protobuf")
+    pt = perfetto_reader.read(str(path))
+    processes = {uuid for uuid, t in pt.tracks.items() if t.pid is not None and t.tid is None}
+    tracks = {}
+    for uuid, track in pt.tracks.items():
+        slices = [s for s in pt.slices if s.track == uuid and s.category == "asyncio task"]
+        if not slices:
+            continue
+        assert track.parent in processes  # a track of its own under the Task's process
+        life = [s for s in slices if s.depth == 0]
+        steps = sorted((s.start, s.dur) for s in slices if s.depth == 1)
+        assert len(life) == 1 and life[0].name == track.name, slices
+        assert len(steps) == len(slices) - 1 and all(s.name == "step" for s in slices
+                                                   if s.depth == 1)
+        assert life[0].start == steps[0][0] and life[0].start + life[0].dur == max(
+            s + d for s, d in steps)
+        tracks[track.name] = steps
+    return tracks
+
+
 def test_chrome_json_has_a_track_per_task(tmp_path: Any) -> None:
     prof = _record()
-    prof.export(str(tmp_path / "t.json"))
-    prof.export(str(tmp_path / "t.json.gz"))
+    expected = {t.name: len(t.steps) for t in _asyncio_tasks.task_steps(prof.trace)}
     for name in ("t.json", "t.json.gz"):
-        raw = (tmp_path / name).read_bytes()
-        if name.endswith(".gz"):
-            import gzip
-
-            raw = gzip.decompress(raw)
-        events = [e for e in json.loads(raw)["traceEvents"] if e.get("cat") == "asyncio task"]
-        by_id: dict[str, list[dict[str, Any]]] = {}
-        for e in events:
-            by_id.setdefault(e["id"], []).append(e)
-        names = {min(evs, key=lambda e: e["ts"])["name"].rsplit(" #", 1)[0]
-                 for evs in by_id.values()}
-        assert {"grouped", "offloaded", "created"} <= names
-        for evs in by_id.values():
-            evs.sort(key=lambda e: (e["ts"], e["ph"] == "b"))
-            # the lifetime span holds the steps; begins and ends pair up, in time order
-            life = [e for e in evs if e["name"] != "step"]
-            steps = [e for e in evs if e["name"] == "step"]
-            assert [e["ph"] for e in life] == ["b", "e"]
-            assert all(life[0]["ts"] <= e["ts"] <= life[1]["ts"] for e in steps)
-            assert [e["ph"] for e in steps] == ["b", "e"] * (len(steps) // 2)
+        prof.export(str(tmp_path / name))
+        tracks = chrome_task_tracks(tmp_path / name)
+        assert {"grouped", "offloaded", "created"} <= {n.rsplit(" #", 1)[0] for n in tracks}
+        # the work offloaded with to_thread: a track of its own, on the executor's thread
+        assert [n for n in tracks if n.startswith("offloaded #") and " on " in n]
+        # every step of every Task, on its tracks (to_thread's on the second one)
+        counted: dict[str, int] = {}
+        for n, (steps, spans) in tracks.items():
+            assert steps == len(spans)
+            key = n.split(" on ", 1)[0]
+            counted[key] = counted.get(key, 0) + steps
+        assert counted == expected
 
 
 def test_perfetto_has_a_track_per_task(tmp_path: Any) -> None:
-    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     prof = _record()
+    expected = {t.name: len(t.steps) for t in _asyncio_tasks.task_steps(prof.trace)}
     prof.export(str(tmp_path / "t.pftrace"))
-    trace = pb2.Trace()
-    trace.ParseFromString((tmp_path / "t.pftrace").read_bytes())
-    tracks = {p.track_descriptor.uuid: p.track_descriptor.name for p in trace.packet
-              if p.HasField("track_descriptor") and p.track_descriptor.name.startswith(
-                  ("grouped", "offloaded", "created", "Task-"))}
-    assert {"grouped", "offloaded", "created"} <= {n.rsplit(" #", 1)[0] for n in tracks.values()}
-    # the work offloaded with to_thread: a track of its own, on the executor's thread
-    assert [n for n in tracks.values() if n.startswith("offloaded #") and " on " in n]
-    begins = [p.track_event for p in trace.packet if p.HasField("track_event")
-              and p.track_event.track_uuid in tracks and p.track_event.type == 1]
-    assert {e.name for e in begins} >= {"step"} | set(tracks.values())
+    tracks = perfetto_task_tracks(tmp_path / "t.pftrace")
+    assert {"grouped", "offloaded", "created"} <= {n.rsplit(" #", 1)[0] for n in tracks}
+    assert [n for n in tracks if n.startswith("offloaded #") and " on " in n]
+    counted: dict[str, int] = {}
+    for n, steps in tracks.items():
+        counted[n.split(" on ", 1)[0]] = counted.get(n.split(" on ", 1)[0], 0) + len(steps)
+    assert counted == expected
+
+
+_PROGRAM = textwrap.dedent("""
+    import asyncio
+    async def step(n):
+        for _ in range(n):
+            await asyncio.sleep(0)
+    async def main():
+        if hasattr(asyncio, "TaskGroup"):
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(step(3), name="alpha")
+                tg.create_task(step(5), name="beta")
+        else:  # 3.10
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(loop.create_task(step(3), name="alpha"),
+                                 loop.create_task(step(5), name="beta"))
+    asyncio.run(main())
+""")
+
+
+def test_every_export_path_has_the_tracks(tmp_path: Any) -> None:
+    """A streamed session's .fstrace, converted by the CLI to Chrome JSON (plain and gzip) and
+    Perfetto (plain and gzip), and `run -o` straight to Perfetto: the same Task tracks."""
+    (tmp_path / "prog.py").write_text(_PROGRAM)
+
+    def cli(*args: str) -> None:
+        out = subprocess.run([sys.executable, "-m", "framescope", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+
+    cli("run", "--stream", "-o", "t.fstrace", "prog.py")
+    cli("run", "-o", "direct.pftrace", "prog.py")
+    for name in ("t.json", "t.json.gz", "t.pftrace", "t.pftrace.gz"):
+        cli("convert", "t.fstrace", name)
+    # alpha runs 4 steps (3 sleeps, then its return), beta 6
+    want = {"alpha": 4, "beta": 6}
+    for name in ("t.json", "t.json.gz"):
+        tracks = chrome_task_tracks(tmp_path / name)
+        assert {n.rsplit(" #", 1)[0]: s for n, (s, _spans) in tracks.items()
+                if not n.startswith("Task-")} == want, (name, tracks)
+    (tmp_path / "unzipped.pftrace").write_bytes(gzip.decompress(
+        (tmp_path / "t.pftrace.gz").read_bytes()))
+    for name in ("t.pftrace", "unzipped.pftrace", "direct.pftrace"):
+        tracks_p = perfetto_task_tracks(tmp_path / name)
+        assert {n.rsplit(" #", 1)[0]: len(s) for n, s in tracks_p.items()
+                if not n.startswith("Task-")} == want, (name, tracks_p)
 
 
 def test_by_task_summary() -> None:
@@ -132,22 +215,7 @@ def test_by_task_summary() -> None:
 
 
 def test_cli_by_task(tmp_path: Any) -> None:
-    (tmp_path / "prog.py").write_text(textwrap.dedent("""
-        import asyncio
-        async def step(n):
-            for _ in range(n):
-                await asyncio.sleep(0)
-        async def main():
-            if hasattr(asyncio, "TaskGroup"):
-                async with asyncio.TaskGroup() as tg:
-                    tg.create_task(step(3), name="alpha")
-                    tg.create_task(step(5), name="beta")
-            else:  # 3.10
-                loop = asyncio.get_running_loop()
-                await asyncio.gather(loop.create_task(step(3), name="alpha"),
-                                     loop.create_task(step(5), name="beta"))
-        asyncio.run(main())
-    """))
+    (tmp_path / "prog.py").write_text(_PROGRAM)
     out = subprocess.run([sys.executable, "-m", "framescope", "run", "--by-task", "-o", "t.json",
                           "prog.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -156,14 +224,16 @@ def test_cli_by_task(tmp_path: Any) -> None:
 
 
 def test_nothing_without_an_event_loop() -> None:
-    # a program that runs no loop: asyncio is not even imported, nothing is wrapped
+    # a program that runs no loop: asyncio is not even imported, nothing is wrapped; waiting
+    # for its import does not import importlib.abc (with importlib.resources, pathlib,
+    # tempfile: ~10 ms at the session's start)
     code = ("import sys, framescope\n"
             "with framescope.profile():\n"
             "    sum(range(1000))\n"
-            "print('asyncio' in sys.modules)\n")
+            "print('asyncio' in sys.modules, 'importlib.abc' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
-    assert out.returncode == 0 and out.stdout.strip() == "False", out
+    assert out.returncode == 0 and out.stdout.strip() == "False False", out
 
 
 def test_uvloop_tasks_have_their_steps() -> None:

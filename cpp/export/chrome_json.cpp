@@ -8,6 +8,7 @@
 #include "framescope/chrome_trace.h"
 #include "framescope/writers.h"
 #include "process_names.h"
+#include "task_tracks.h"
 #include "text_buffer.h"
 
 namespace framescope {
@@ -67,6 +68,7 @@ class ChromeWriter final : public TraceVisitor {
 
   void begin_trace(const TraceView& v) override {
     view_ = &v;
+    tasks_.begin_trace(v);
     names_.reserve(v.symbols.size());
     is_module_.reserve(v.symbols.size());
     for (const Symbol& s : v.symbols) {
@@ -157,7 +159,10 @@ class ChromeWriter final : public TraceVisitor {
     out_.put("}}");
   }
 
-  void begin_thread(uint32_t) override { open_.clear(); }
+  void begin_thread(uint32_t) override {
+    open_.clear();
+    tasks_.begin_thread();
+  }
 
   // The nearest Python frame around each open slice, kept per thread as slices begin (the
   // replay gives a thread's events in order), so that a frame's "Python parent id" skips the
@@ -175,6 +180,7 @@ class ChromeWriter final : public TraceVisitor {
   }
 
   void slice_end(const Slice& s) override {
+    if (tasks_.is_step(s)) task_step(s);
     // Almost always the innermost open slice; a range left open across its frame's return
     // ends later, so search from the top.
     size_t i = open_.size();
@@ -211,6 +217,10 @@ class ChromeWriter final : public TraceVisitor {
       if (!o.held.empty()) out_.put(o.held);
     }
     open_.clear();
+    // The lifetimes of the Tasks that ran on this thread end with their last step.
+    for (const TaskTracks::Track& t : tasks_.thread_tracks()) {
+      task_event('e', t, t.name, t.end_ns, true);
+    }
   }
   void instant(const Slice& s) override {
     python_parent_ = -1;
@@ -297,6 +307,41 @@ class ChromeWriter final : public TraceVisitor {
     if (!first_) out_.put(",\n");
     first_ = false;
     out_.maybe_flush();
+  }
+
+  // A step of an asyncio Task (task_tracks.h) on the Task's async track: "b"/"e" events with the
+  // Task's id, the lifetime's "b" first. Readers nest events of one id by time and break ties by
+  // file order (catapult, Perfetto), so the lifetime's "b" precedes its first step's and its "e"
+  // (end_thread) follows its last step's.
+  void task_step(const Slice& s) {
+    bool first = false;
+    const TaskTracks::Track& t = tasks_.add_step(s, &first);
+    if (first) task_event('b', t, t.name, s.start_ns, false);
+    task_event('b', t, "step", s.start_ns, false);
+    task_event('e', t, "step", s.start_ns + s.dur_ns, false);
+  }
+  void task_event(char ph, const TaskTracks::Track& t, std::string_view name, int64_t ns,
+                  bool totals) {
+    sep();
+    out_.put("{\"ph\":\"");
+    out_.put(ph);
+    out_.put("\",\"cat\":\"");
+    out_.put(kTaskCategory);
+    out_.put("\",\"id\":\"");
+    out_.put(t.key);
+    out_.put("\",\"name\":\"");
+    append_json_escaped(out_.raw(), name);
+    out_.put('"');
+    out_.put(thread_prefix_[t.thread]);
+    out_.put_us(ns - base_);
+    if (totals) {  // on the lifetime's end: known once its last step ended
+      out_.put(",\"args\":{\"steps\":");
+      out_.put_uint(t.steps);
+      out_.put(",\"running us\":");
+      out_.put_us(t.running_ns);
+      out_.put('}');
+    }
+    out_.put('}');
   }
 
   // torch's "[memory]" instant of sample `m`, which torch-tb-profiler's Memory view reads.
@@ -482,6 +527,7 @@ class ChromeWriter final : public TraceVisitor {
                     // torch's tensor memory, whose curve they would corrupt)
   int64_t wall_offset_ns_;          // added to the written base (Unix time for torch's readers)
   std::vector<int64_t> is_module_;  // per symbol: an nn.Module slice's module id, else -1
+  TaskTracks tasks_;                // asyncio Tasks' async tracks
   std::vector<OpenSlice> open_;     // this thread's open slices, outermost first
   int64_t python_parent_ = -1;      // of the slice being written
   const TraceView* view_ = nullptr;

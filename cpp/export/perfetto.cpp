@@ -3,7 +3,9 @@
 // Layout of the output (field numbers from perfetto's protos/perfetto/trace/*.proto):
 //   sequence 1: TrackDescriptors (a track per process, per thread; counter tracks for memory
 //               and a track per async range, both emitted when first needed), async ranges
-//               with absolute timestamps.
+//               with absolute timestamps; asyncio Tasks' tracks (task_tracks.h): a descriptor
+//               at the Task's first step on a thread, then its lifetime's and steps' slices,
+//               with absolute timestamps, in time order per track.
 //   sequence 2+i, one per thread i: a first packet that clears the incremental state, defines a
 //               sequence-scoped incremental clock (id 64) by a ClockSnapshot and sets
 //               TracePacketDefaults (that clock, the thread's track); then one packet per
@@ -19,6 +21,7 @@
 #include "framescope/writers.h"
 #include "nesting_adapter.h"
 #include "process_names.h"
+#include "task_tracks.h"
 #include "text_buffer.h"
 
 namespace framescope {
@@ -79,6 +82,7 @@ class PerfettoWriter final : public TraceVisitor {
 
   void begin_trace(const TraceView& v) override {
     view_ = &v;
+    tasks_.begin_trace(v);
     names_.reserve(v.symbols.size());
     for (const Symbol& s : v.symbols) names_.push_back(valid_utf8(s.name));
     interned_gen_.assign(v.symbols.size(), 0);
@@ -117,6 +121,7 @@ class PerfettoWriter final : public TraceVisitor {
   }
 
   void begin_thread(uint32_t thread) override {
+    tasks_.begin_thread();
     thread_ = thread;
     seq_ = thread + 2;
     ++gen_;
@@ -150,7 +155,16 @@ class PerfettoWriter final : public TraceVisitor {
   }
 
   void slice_begin(const Slice& s) override { event(s, kSliceBegin, s.start_ns); }
-  void slice_end(const Slice& s) override { event(s, kSliceEnd, s.start_ns + s.dur_ns); }
+  void slice_end(const Slice& s) override {
+    if (tasks_.is_step(s)) task_step(s);
+    event(s, kSliceEnd, s.start_ns + s.dur_ns);
+  }
+  void end_thread(uint32_t) override {
+    // The lifetimes of the Tasks that ran on this thread end with their last step.
+    for (const TaskTracks::Track& t : tasks_.thread_tracks()) {
+      absolute_slice(task_uuid(t), kSliceEnd, t.end_ns, {});
+    }
+  }
   void instant(const Slice& s) override { event(s, kInstant, s.start_ns); }
   void async_slice(const Slice& s) override { async_.push_back(s); }
 
@@ -187,6 +201,47 @@ class PerfettoWriter final : public TraceVisitor {
       p.uint(kPacketSeqId, seq_);
       packet(pkt);
     }
+  }
+
+  // A step of an asyncio Task on the Task's track (a child of its process): the track's
+  // descriptor and the lifetime's begin at its first step on this thread. (The lifetime begins
+  // when its first step does: the packets of one sequence keep their order among equal
+  // timestamps, so the lifetime is the outer slice.)
+  void task_step(const Slice& s) {
+    bool first = false;
+    const TaskTracks::Track& t = tasks_.add_step(s, &first);
+    const uint64_t uuid = task_uuid(t);
+    if (first) {
+      std::string d;
+      Pb p{d};
+      p.uint(1, uuid);
+      p.bytes(2, valid_utf8(t.name));
+      p.uint(5, process_uuid(view_->threads[s.thread].pid));
+      descriptor_packet(d);
+      absolute_slice(uuid, kSliceBegin, s.start_ns, valid_utf8(t.name));
+    }
+    absolute_slice(uuid, kSliceBegin, s.start_ns, "step");
+    absolute_slice(uuid, kSliceEnd, s.start_ns + s.dur_ns, {});
+  }
+  static uint64_t task_uuid(const TaskTracks::Track& t) {
+    return (uint64_t(7) << 60) + t.ordinal;
+  }
+  // A slice begin (with its name) or end on track `uuid`, on the descriptor sequence with an
+  // absolute timestamp.
+  void absolute_slice(uint64_t uuid, uint32_t type, int64_t ts, std::string_view name) {
+    std::string te, pkt;
+    Pb e{te}, pp{pkt};
+    e.uint(kEvType, type);
+    e.uint(kEvTrackUuid, uuid);
+    if (type == kSliceBegin) {
+      e.bytes(kEvName, name);
+      e.bytes(22, kTaskCategory);  // TrackEvent.categories
+    }
+    pp.uint(kPacketTimestamp, uint64_t(ts));
+    pp.uint(kPacketClockId, kClockBoottime);
+    pp.bytes(kPacketTrackEvent, te);
+    pp.uint(kPacketSeqId, 1);
+    packet(pkt);
   }
 
   void end_trace() override {
@@ -442,6 +497,7 @@ class PerfettoWriter final : public TraceVisitor {
   std::vector<int64_t> pids_, counter_pids_;
   std::vector<uint32_t> python_counter_threads_;
   std::vector<Slice> async_;
+  TaskTracks tasks_;  // asyncio Tasks' tracks
 };
 
 }  // namespace

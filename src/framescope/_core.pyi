@@ -298,10 +298,12 @@ def _save_on_sigterm(callback: Callable[[], bool], /) -> bool:
 
 # --- asyncio (cpp/python/integrations/asyncio_steps.cpp; used by framescope.integrations._asyncio_tasks)
 
-def _asyncio_steps_install(handle_class: type, task_types: tuple[type, ...],
-                           namer: Callable[[Any], str]) -> None:
-    """Replaces handle_class._run: a callback bound to an instance of task_types runs inside a
-    range named namer(task) (asked once per Task). Idempotent."""
+def _asyncio_steps_install(handle_class: type, task_types: tuple[type, ...]) -> None:
+    """Replaces handle_class._run: a callback bound to an instance of task_types (1 to 4
+    classes) runs inside the Task's range. Idempotent."""
+def _asyncio_task_name(task: Any, /) -> str:
+    """The name of a Task's range, 'asyncio.Task <name> #<n>' (<n> unique in the process), made
+    at its first use for the Task (weakly referenced; forgotten at uninstall)."""
 def _asyncio_steps_uninstall(handle_class: type) -> None:
     """Puts handle_class._run back and forgets the Tasks."""
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "framescope/writers.h"
 #include "gzip_output.h"
@@ -140,6 +141,92 @@ TEST_F(WritersTest, ChromeJsonParsesAndNests) {
   EXPECT_EQ(names["outer"], 450u);
   EXPECT_EQ(names["dyn1-2"], 30u);
   EXPECT_FALSE(doc.at("baseTimeNanoseconds").text.empty());
+}
+
+// asyncio Tasks' tracks (task_tracks.h): ranges named "asyncio.Task <name>" (what
+// framescope._asyncio_tasks records for each step of a Task) become a track per Task and thread,
+// its lifetime holding its steps, in Chrome JSON and Perfetto.
+TEST_F(WritersTest, TaskStepsGetATrackPerTaskAndThread) {
+  const Trace recorded = record([] {
+    for (int i = 0; i < 3; ++i) {
+      { RecordFunction a("asyncio.Task worker #1", RecordScope::kUserScope); }
+      if (i < 2) RecordFunction b("asyncio.Task other #2", RecordScope::kUserScope);
+    }
+    std::thread([] {  // work the first Task handed to a thread (asyncio.to_thread)
+      RecordFunction a("asyncio.Task worker #1", RecordScope::kUserScope);
+    }).join();
+  });
+  const MaterializedSource source(recorded);
+  StringSink json;
+  write_chrome_json(source, json);
+  std::map<std::string, std::vector<const Value*>> by_id;  // in file order
+  const Value doc = parse(json.out);
+  for (const Value& e : doc.at("traceEvents").items) {
+    if (e.find("cat") && e.at("cat").text == "asyncio task") by_id[e.at("id").text].push_back(&e);
+  }
+  std::map<std::string, size_t> steps;  // track name -> steps
+  for (const auto& [id, evs] : by_id) {
+    ASSERT_GE(evs.size(), 4u) << id;
+    const Value& life_b = *evs.front();
+    const Value& life_e = *evs.back();
+    EXPECT_EQ(life_b.at("ph").text, "b");
+    EXPECT_EQ(life_e.at("ph").text, "e");
+    EXPECT_EQ(life_b.at("name").text, life_e.at("name").text);
+    EXPECT_EQ(life_b.at("ts").number(), evs[1]->at("ts").number());  // the first step's start
+    for (size_t i = 1; i + 1 < evs.size(); ++i) {
+      EXPECT_EQ(evs[i]->at("ph").text, i % 2 ? "b" : "e");
+      EXPECT_EQ(evs[i]->at("name").text, "step");
+    }
+    EXPECT_EQ(life_e.at("args").at("steps").number(), double((evs.size() - 2) / 2));
+    steps[life_b.at("name").text] = (evs.size() - 2) / 2;
+  }
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps["worker #1"], 3u);
+  EXPECT_EQ(steps["other #2"], 2u);
+  size_t elsewhere = 0;
+  for (const auto& [name, n] : steps) {
+    if (name.rfind("worker #1 on ", 0) == 0) elsewhere += n;
+  }
+  EXPECT_EQ(elsewhere, 1u);
+
+  // Perfetto: a descriptor per track (under the process), a lifetime slice and one per step.
+  StringSink pb;
+  write_perfetto(source, pb);
+  std::map<uint64_t, std::string> names;  // task track uuid -> name
+  std::map<uint64_t, std::vector<std::string>> begins;
+  std::map<uint64_t, size_t> ends;
+  for (const Field& packet : fields(pb.out)) {
+    for (const Field& f : fields(packet.bytes)) {
+      if (f.number == 60) {  // track_descriptor
+        uint64_t uuid = 0;
+        std::string name;
+        for (const Field& d : fields(f.bytes)) {
+          if (d.number == 1) uuid = d.value;
+          if (d.number == 2) name = std::string(d.bytes);
+        }
+        if (uuid >> 60 == 7) names[uuid] = name;
+      } else if (f.number == 11) {  // track_event
+        uint64_t track = 0, type = 0;
+        std::string name;
+        for (const Field& e : fields(f.bytes)) {
+          if (e.number == 11) track = e.value;
+          if (e.number == 9) type = e.value;
+          if (e.number == 23) name = std::string(e.bytes);
+        }
+        if (track >> 60 != 7) continue;
+        EXPECT_TRUE(names.count(track)) << "a descriptor precedes the track's events";
+        if (type == 1) begins[track].push_back(name);
+        if (type == 2) ++ends[track];
+      }
+    }
+  }
+  ASSERT_EQ(names.size(), 3u);
+  for (const auto& [uuid, name] : names) {
+    ASSERT_FALSE(begins[uuid].empty());
+    EXPECT_EQ(begins[uuid].front(), name);  // the lifetime, then its steps
+    EXPECT_EQ(begins[uuid].size() - 1, steps[name]) << name;
+    EXPECT_EQ(ends[uuid], begins[uuid].size());
+  }
 }
 
 TEST_F(WritersTest, SpeedscopeEventsBalancePerThread) {

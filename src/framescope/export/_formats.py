@@ -120,14 +120,7 @@ def export_trace(trace: Trace, path: str | os.PathLike[str], format: str | None 
 
         write_parquet(trace, p)
     else:
-        trace.export(p, name)
-        if name in ("chrome", "perfetto"):  # asyncio Tasks as tracks of their own
-            from framescope.integrations import _asyncio_tracks
-
-            if name == "chrome":
-                _asyncio_tracks.add_chrome_tracks(trace, p)
-            else:
-                _asyncio_tracks.add_perfetto_tracks(trace, p)
+        trace.export(p, name)  # (asyncio Tasks' tracks: by the writers, cpp/export/task_tracks.h)
 
 
 def write_pstats(trace: Trace, path: str) -> None:

@@ -15,21 +15,21 @@ Why this design:
   runs no loop executes none of this code (no frame hook change, no per-call check);
 - **the Tasks are untouched**: no task factory, no wrapped coroutine (``task.get_coro()``,
   ``repr(task)``, a loop's own task factory and ``asyncio.Task`` subclasses keep working);
-- **cheap with a loop**: per callback two attribute reads and a type check, per Task step a hash
-  lookup and a range's begin and end, all in C (bench/asyncio_tasks.py measures it).
+- **cheap with a loop**: per callback a C method call, a slot read and a type check, per Task
+  step a hash lookup and a range's begin and end, all in C (bench/asyncio_tasks.py measures it).
 uvloop's Handle is compiled: for its loops, ``uvloop.Loop.create_task`` is wrapped instead and
 gives each Task a coroutine that runs its steps in the Task's range (Python code per step, and
 ``task.get_coro()`` returns that wrapper).
 
-Readers: ``task_steps(trace)`` finds the ranges; framescope.integrations._asyncio_tracks adds an async track
-per Task to Chrome JSON and Perfetto files and prints the ``--by-task`` summary.
+Readers: ``task_steps(trace)`` finds the ranges; the Chrome JSON and Perfetto writers give each
+Task a track of its own (cpp/export/task_tracks.h, which knows ``PREFIX`` too);
+framescope.integrations._asyncio_tracks prints the ``--by-task`` summary.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import functools
-import itertools
 import sys
 import types
 import weakref
@@ -41,29 +41,14 @@ from framescope import _core
 if TYPE_CHECKING:
     from framescope._core import Trace
 
-#: Prefix of the name of a Task's range.
+#: Prefix of the name of a Task's range (kTaskRangePrefix in cpp/export/task_tracks.h).
 PREFIX = "asyncio.Task "
 
-_installed: dict[str, Any] = {}  # what was replaced: "Handle._run", "to_thread"
-# id(task) -> (weak reference to the Task, its range's name): the names the C replacement of
-# Handle._run asked for (once per Task) and to_thread's ranges use. An id reused by a later Task
-# is told apart by the reference. Cleared at the session's stop.
-_names: dict[int, tuple[Any, str]] = {}
-_numbers = itertools.count(1)
+_installed: dict[str, Any] = {}  # what was replaced: "Handle._run", "to_thread", "uvloop"
 
-
-def _task_name(task: Any) -> str:
-    """The name of a Task's range, made at its first step (the Task's name is final by then)."""
-    entry = _names.get(id(task))
-    if entry is not None and entry[0]() is task:
-        return entry[1]
-    try:
-        name = task.get_name()
-    except Exception:  # noqa: BLE001 - a Task subclass's odd get_name
-        name = "Task"
-    text = f"{PREFIX}{name} #{next(_numbers)}"
-    _names[id(task)] = (weakref.ref(task), text)
-    return text
+#: The name of a Task's range (made in C at its first step, once per Task; to_thread's ranges
+#: and uvloop's steps use the same).
+_task_name: Callable[[Any], str] = _core._asyncio_task_name
 
 
 def install() -> None:
@@ -79,7 +64,7 @@ def install() -> None:
     task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
     # Handle._run replaced by a C function (cpp/python/integrations/asyncio_steps.cpp): as
     # Python code the wrapper cost 10-30% of an asyncio-heavy program.
-    _core._asyncio_steps_install(asyncio.events.Handle, task_types, _task_name)
+    _core._asyncio_steps_install(asyncio.events.Handle, task_types)
     _installed["Handle._run"] = True
 
     to_thread = getattr(asyncio, "to_thread", None)
@@ -196,7 +181,6 @@ _hooked: set[str] = set()  # modules whose import arm() waits for (once per proc
 def uninstall() -> None:
     """Puts back what install() replaced (at the session's stop)."""
     asyncio = sys.modules.get("asyncio")
-    _names.clear()
     uvloop_class = _installed.pop("uvloop", None)
     if uvloop_class is not None and "create_task" in vars(uvloop_class):
         delattr(uvloop_class, "create_task")  # the compiled base's again

@@ -7,12 +7,18 @@ early ourselves (torch alone takes seconds to import).
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
 import threading
 from types import ModuleType
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
+
+if TYPE_CHECKING:
+    import importlib.abc
+    import importlib.machinery
+
+# The finder and loader are plain classes (the import system only calls their methods): deriving
+# from importlib.abc's would import it, and with it importlib.resources, pathlib and tempfile
+# (~10 ms, at the start of every session that waits for asyncio to be imported).
 
 _hooks: dict[str, list[Callable[[ModuleType], None]]] = {}
 _lock = threading.Lock()
@@ -38,15 +44,16 @@ def _call(name: str, hook: Callable[[ModuleType], None], module: ModuleType) -> 
         print(f"framescope: a hook after importing {name} failed: {exc!r}", file=sys.stderr)
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
     """Wraps the real loader: runs the module, then the hooks registered for it."""
 
-    def __init__(self, loader: importlib.abc.Loader, name: str) -> None:
+    def __init__(self, loader: Any, name: str) -> None:
         self.loader = loader
         self.name = name
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self.loader.create_module(spec)
+        create = getattr(self.loader, "create_module", None)
+        return create(spec) if create is not None else None
 
     def exec_module(self, module: ModuleType) -> None:
         # The module shows its real loader, as without the hook.
@@ -63,7 +70,7 @@ class _Loader(importlib.abc.Loader):
         return getattr(self.loader, attr)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     """Finds hooked modules through the other finders and wraps their loaders."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
@@ -76,6 +83,6 @@ class _Finder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, fullname)
+                    spec.loader = cast("importlib.abc.Loader", _Loader(spec.loader, fullname))
                 return spec
         return None
