@@ -9,6 +9,7 @@ framescope package, so none of its frames are recorded.
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import importlib.util
 import json
@@ -67,9 +68,10 @@ def import_framescope(package_dir: str) -> Any:
                          n.startswith("framescope.")]:
                 del sys.modules[name]
             raise
-    import framescope.attach._agent as agent  # noqa: PLC0415 - found through the package
-
-    return agent
+    # By name, at run time: this file runs outside the package (exec'd in the target, before
+    # any framescope is importable there), so the agent is what the package it just loaded
+    # provides, not an import of this module (the agent imports send/receive from here).
+    return importlib.import_module("framescope.attach._agent")
 
 
 def main(args: dict[str, Any]) -> None:

@@ -37,7 +37,7 @@ SAVE_TIMEOUT = 120.0
 def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
                option_groups: list[Callable[[argparse.ArgumentParser], None]]) -> None:
     """Registers ``framescope attach`` with ``framescope run``'s recording options (each of
-    ``option_groups`` adds some of them, as defined in cli.py)."""
+    ``option_groups`` adds some of them, as defined in framescope.cli._options)."""
     attach = sub.add_parser(
         "attach",
         help="record a window of a running Python process (started without framescope)",
@@ -147,7 +147,7 @@ def _bootstrap_source(channel: _Channel) -> str:
 def profile_arguments(opts: argparse.Namespace) -> dict[str, Any]:
     """The target's profile(...) arguments, as framescope run builds them (globs made absolute
     here: the target's working directory is its own)."""
-    from framescope.profiler._profile import _file_globs
+    from framescope.profiler._options import file_globs as _file_globs
 
     return dict(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
                 memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
@@ -277,7 +277,7 @@ class _Session:
                 pass
 
     def _write(self, result: dict[str, Any] | None) -> int:
-        from framescope.cli._traces import error_text
+        from framescope.cli._output import error_text
         from framescope.profiler._profile import load
 
         pid = self.pid
@@ -319,8 +319,8 @@ class _Session:
 def attach(opts: argparse.Namespace) -> int:
     """Runs ``framescope attach``; every failure is one line on stderr and status 1 (2 for
     bad options)."""
-    from framescope.cli._main import _check_output
-    from framescope.cli._traces import resolve_output
+    from framescope.cli._output import check_output as _check_output
+    from framescope.cli._output import resolve_output
 
     try:
         output, output_format = resolve_output(opts.output, opts.format)

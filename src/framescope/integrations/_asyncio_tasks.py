@@ -68,7 +68,7 @@ def _task_name(task: Any) -> str:
 
 def install() -> None:
     """Replaces asyncio's Handle._run and wraps to_thread (idempotent). Called at a session's
-    start when asyncio is imported, else right after it is (framescope.profiler._import_hooks)."""
+    start when asyncio is imported, else right after it is (framescope._import_hooks)."""
     asyncio = sys.modules.get("asyncio")
     if asyncio is None:
         return
@@ -174,7 +174,7 @@ def arm() -> None:
     session records)."""
     if not ENABLED:
         return
-    from framescope.profiler import _import_hooks as import_hooks
+    from framescope import _import_hooks as import_hooks
 
     if "uvloop" in sys.modules:
         _install_uvloop(sys.modules["uvloop"])
