@@ -40,7 +40,7 @@ def _convert_paths(opts: argparse.Namespace) -> str | None:
 
 
 def run(opts: argparse.Namespace) -> int:
-    from framescope.tables._cli import write_dataset_command
+    from framescope.cli._tables import write_dataset_command
     from framescope.tables._dataset import is_dataset_output
 
     problem = _convert_paths(opts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from framescope.tables._cli import run_diff as run
+from framescope.cli._tables import run_diff as run
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

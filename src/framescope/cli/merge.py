@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from framescope.cli._output import FORMAT_CHOICES, error_text, resolve_output
-from framescope.tables._cli import write_dataset_command
+from framescope.cli._tables import write_dataset_command
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

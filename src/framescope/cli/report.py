@@ -7,7 +7,7 @@ import os
 import sys
 
 from framescope.cli._output import error_text
-from framescope.tables._cli import report_diff
+from framescope.cli._tables import report_diff
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

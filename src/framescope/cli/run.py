@@ -23,7 +23,7 @@ from framescope.processes import _ranks as ranks
 from framescope.profiler import _session
 from framescope.profiler._flight_recorder import FlightRecorder
 from framescope.profiler._profile import profile
-from framescope.tables._cli import prepare_output
+from framescope.cli._tables import prepare_output
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

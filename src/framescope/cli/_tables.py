@@ -1,5 +1,6 @@
-"""The command line of the tables: what ``framescope sql`` and ``framescope diff`` run (their
-parsers: framescope.cli.sql, framescope.cli.diff), and the dataset outputs of ``convert --to DIR`` and ``merge -o DIR/``."""
+"""The command line of the tables (framescope.tables): what ``framescope sql`` and ``framescope
+diff`` run (their parsers: framescope.cli.sql, framescope.cli.diff), ``report --diff``, the
+dataset outputs of ``convert --to DIR`` and ``merge -o DIR/``, and run's Parquet check."""
 
 from __future__ import annotations
 

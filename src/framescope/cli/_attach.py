@@ -22,12 +22,15 @@ from typing import Any, Callable
 
 from framescope.attach import _gdb as _attach_gdb
 from framescope.attach import _listen as _attach_listen
+from framescope.attach import _bootstrap as _attach_bootstrap
 from framescope.attach._bootstrap import receive, send
 from framescope.attach._target import (AttachError, check_abi, check_target, our_python,
                                        python_version_of, status_of, version_mismatch)
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-BOOTSTRAP = os.path.join(_HERE, "_bootstrap.py")
+#: The bootstrap the target runs first (by its file: the target has no framescope to import it
+#: from), and the package it then imports framescope from (this installation's).
+BOOTSTRAP = os.path.abspath(_attach_bootstrap.__file__)
+_PACKAGE = os.path.dirname(os.path.dirname(BOOTSTRAP))
 #: Seconds the target gets to answer at each step (connect, hello, start), and the longest a
 #: stopped session may take to save its trace once asked to stop.
 STEP_TIMEOUT = 15.0
@@ -130,7 +133,7 @@ def _connect_listening(pid: int, uid: int) -> socket.socket | None:
 
 
 def _bootstrap_source(channel: _Channel) -> str:
-    args = {"socket": channel.socket_path, "package": os.path.dirname(_HERE)}
+    args = {"socket": channel.socket_path, "package": _PACKAGE}
     return (
         "def _framescope_attach():\n"
         f"    path = {BOOTSTRAP!r}\n"
@@ -197,7 +200,7 @@ class _Session:
         if conn is None:
             raise AttachError(
                 f"framescope was loaded into process {self.pid} but its thread did not run in "
-                f"{STEP_TIMEOUT:g} s (a C call holding the GIL? files of {_HERE} unreadable "
+                f"{STEP_TIMEOUT:g} s (a C call holding the GIL? files of {_PACKAGE} unreadable "
                 "to the process's user?); it stays idle in the process and starts nothing later")
         return conn, False
 
