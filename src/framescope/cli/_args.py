@@ -10,6 +10,7 @@ from typing import NoReturn, Sequence
 from framescope.profiler._flight_recorder import parse_signal
 from framescope.profiler._options import MAX_DEPTH_LIMIT, parse_memory_limit
 
+
 class Parser(argparse.ArgumentParser):
     """Reports a usage error on one line (and exits with status 2), as a command should."""
 

@@ -27,6 +27,7 @@ from framescope.attach._bootstrap import receive, send
 from framescope.attach._target import (AttachError, check_abi, check_target, our_python,
                                        python_version_of, status_of, version_mismatch)
 
+
 #: The bootstrap the target runs first (by its file: the target has no framescope to import it
 #: from), and the package it then imports framescope from (this installation's).
 BOOTSTRAP = os.path.abspath(_attach_bootstrap.__file__)

@@ -15,6 +15,7 @@ from framescope.cli._output import error_text
 from framescope.profiler import _session
 from framescope.profiler._profile import profile
 
+
 def say(text: str) -> None:
     """Prints to stderr, even when the program closed or replaced it; never raises."""
     for stream in (sys.stderr, sys.__stderr__):

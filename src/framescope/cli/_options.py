@@ -7,6 +7,7 @@ import argparse
 from framescope.cli._args import duration_arg, max_depth_arg, memory_limit_arg, signal_arg
 from framescope.cli._output import FORMAT_CHOICES
 
+
 def add_recording_options(run: argparse.ArgumentParser) -> None:
     """The output and recording options of ``framescope run``, shared by ``framescope attach``."""
     run.add_argument("-o", "--output", default=None,

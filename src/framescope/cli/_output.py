@@ -14,6 +14,7 @@ from framescope.export._formats import (EXTENSIONS, NAMES, check_compression, fo
 if TYPE_CHECKING:
     from framescope.profiler._profile import profile
 
+
 #: -f/--format's choices: the export formats' names.
 FORMAT_CHOICES = NAMES
 

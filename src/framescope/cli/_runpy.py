@@ -15,6 +15,7 @@ import zipfile
 from framescope.cli._finish import SIGINT_HANDLER_CODE
 from framescope.profiler._options import PACKAGE_DIR
 
+
 RUNPY_FILES = {"<frozen runpy>", getattr(runpy, "__file__", "runpy.py")}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from framescope.tables._deps import MissingDependency
 
+
 def _cell(v: Any) -> str:
     if v is None:
         return ""

@@ -13,6 +13,7 @@ from typing import Literal, Sequence
 
 from framescope import _arguments, _core
 
+
 Backend = Literal["auto", "frame_hook", "sys.monitoring", "setprofile", "fallback"]
 
 

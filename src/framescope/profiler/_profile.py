@@ -28,6 +28,7 @@ from framescope.profiler._schedule import Schedule
 from framescope.profiler._stepping import StepDriver
 from framescope._unrecorded import unrecorded
 
+
 __all__ = ["ExportFormat", "label_calls", "load", "profile"]
 
 

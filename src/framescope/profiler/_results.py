@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from framescope.profiler._stepping import StepDriver
 
 
-
 class ProfileResults:
     """The reading half of ``profile`` (its base class): everything here reads ``_trace``, the
     trace the session stored at stop (or ``load()`` read)."""
