@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 import framescope
-from framescope.cli import _main as cli
+from framescope import cli
 from framescope.processes import _process_table as processes
 
 

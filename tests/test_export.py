@@ -322,6 +322,29 @@ def test_chrome_json_parses_and_nests(prof, tmp_path) -> None:
     assert {e["cat"] for e in xs} >= {"python_function", "user_annotation"}
 
 
+def test_native_writers_take_every_name_and_ending_of_the_format_table(prof, tmp_path) -> None:
+    """framescope.export._formats.FORMATS is the one table of formats; the native writers
+    (cpp/export/formats.cpp) choose by name and file ending again: each name, alias and ending
+    the table gives a native format must reach the same writer there."""
+    from framescope.export._formats import FORMATS
+
+    native = [f for f in FORMATS if f.name in ("chrome", "perfetto", "pstats", "speedscope",
+                                               "collapsed")]
+    assert len(native) == 5
+    for f in native:
+        by_name = tmp_path / f"{f.name}.byname"
+        prof.trace.export(str(by_name), f.name)
+        for alias in f.aliases:
+            by_alias = tmp_path / f"{f.name}.{alias}.byalias"
+            prof.trace.export(str(by_alias), alias)
+            assert by_alias.read_bytes() == by_name.read_bytes(), (f.name, alias)
+        for suffix in f.suffixes:
+            by_ending = tmp_path / f"{f.name}.byending{suffix}"
+            prof.trace.export(str(by_ending))  # the core picks the writer from the ending
+            # The writers are deterministic: the same writer writes the same bytes.
+            assert by_ending.read_bytes() == by_name.read_bytes(), (f.name, suffix)
+
+
 def test_export_picks_the_format_and_rejects_unknown(prof, tmp_path) -> None:
     prof.export(tmp_path / "x.out", format="perfetto")
     assert perfetto_reader.read(str(tmp_path / "x.out")).slices

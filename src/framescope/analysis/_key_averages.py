@@ -11,7 +11,7 @@ import ast
 import operator
 from typing import TYPE_CHECKING, Iterable, SupportsIndex, overload
 
-from framescope import _core
+from framescope.analysis._key_average_rows import key_average_rows
 from framescope.analysis._key_averages_table import _format_time, _sort_value, build_table
 
 if TYPE_CHECKING:
@@ -354,37 +354,37 @@ def key_averages(
     Raises:
         TypeError: ``group_by_stack_n`` is not an int. ValueError: it is negative.
     """
-    rows, _threads, has_cpu, has_memory = _core._key_averages(
+    totals = key_average_rows(
         trace, bool(group_by_input_shape), stack_depth(group_by_stack_n), bool(group_by_thread),
         bool(merge_nested_same_name)
     )
     out: list[FunctionEventAvg] = []
-    for (name, category, thread, shapes, stack, count, total_ns, self_ns, cpu_total, cpu_self,
-         mem_total, mem_self, flops, is_async, top_level, file, line) in rows:
-        if count == 0:
+    for r in totals.rows:
+        if r.calls == 0:
             continue
         out.append(FunctionEventAvg(
-            key=name,
-            count=count,
-            cpu_time_total=total_ns / 1e3,
-            self_cpu_time_total=self_ns / 1e3,
-            on_cpu_time_total=None if cpu_total is None else cpu_total / 1e3,
-            self_on_cpu_time_total=None if cpu_self is None else cpu_self / 1e3,
-            cpu_memory_usage=mem_total,
-            self_cpu_memory_usage=mem_self,
-            flops=flops,
-            input_shapes=(ast.literal_eval(shapes) if shapes else []) if group_by_input_shape
+            key=r.name,
+            count=r.calls,
+            cpu_time_total=r.total_ns / 1e3,
+            self_cpu_time_total=r.self_ns / 1e3,
+            on_cpu_time_total=None if r.cpu_total_ns is None else r.cpu_total_ns / 1e3,
+            self_on_cpu_time_total=None if r.cpu_self_ns is None else r.cpu_self_ns / 1e3,
+            cpu_memory_usage=r.memory_total,
+            self_cpu_memory_usage=r.memory_self,
+            flops=r.flops,
+            input_shapes=(ast.literal_eval(r.shapes) if r.shapes else []) if group_by_input_shape
             else "",
-            stack=list(stack),
-            category=category,
-            thread=thread,
-            file=file,
-            line=line,
-            is_async=is_async,
-            is_top_level=top_level,
+            stack=list(r.stack),
+            category=r.category,
+            thread=r.thread,
+            file=r.file,
+            line=r.line,
+            is_async=r.is_async,
+            is_top_level=r.top_level,
         ))
-    return KeyAverages(_merge_profiler_steps(out), profile_memory=profile_memory or has_memory,
-                       with_flops=with_flops, has_on_cpu=has_cpu)
+    return KeyAverages(_merge_profiler_steps(out),
+                       profile_memory=profile_memory or totals.has_memory,
+                       with_flops=with_flops, has_on_cpu=totals.has_cpu)
 
 
 def _merge_profiler_steps(rows: list[FunctionEventAvg]) -> list[FunctionEventAvg]:

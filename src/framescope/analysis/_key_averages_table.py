@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol, Sequence
 
 from framescope.analysis._names import fit_name, terminal_columns
 
-if TYPE_CHECKING:
-    from framescope.analysis._key_averages import FunctionEventAvg, KeyAverages
+
+class TableRow(Protocol):
+    """What the table reads of a row (key_averages()'s FunctionEventAvg is one): torch's
+    attribute names and units (µs, bytes)."""
+
+    key: str
+    count: int
+    cpu_time_total: float
+    self_cpu_time_total: float
+    on_cpu_time_total: float | None
+    self_on_cpu_time_total: float | None
+    cpu_memory_usage: int
+    self_cpu_memory_usage: int
+    flops: int
+    input_shapes: list[list[int]] | str
+    stack: list[str]
+    is_async: bool
+    is_top_level: bool
+
+    @property
+    def cpu_time(self) -> float: ...
 
 
 def _format_time(time_us: float) -> str:
@@ -36,7 +55,7 @@ def _format_memory(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def _sort_value(evt: FunctionEventAvg, sort_by: str) -> float:
+def _sort_value(evt: TableRow, sort_by: str) -> float:
     value = getattr(evt, sort_by)
     return -math.inf if value is None else float(value)
 
@@ -63,7 +82,7 @@ def _trim_path(path: str, width: int) -> str:
 
 
 def build_table(
-    events: KeyAverages,
+    events: Sequence[TableRow],
     *,
     sort_by: str | None,
     row_limit: int,
@@ -79,7 +98,7 @@ def build_table(
 ) -> str:
     if len(events) == 0:
         return ""
-    rows: list[FunctionEventAvg] = list(events)
+    rows: list[TableRow] = list(events)
     if sort_by is not None:
         rows.sort(key=lambda e: _sort_value(e, sort_by), reverse=True)
     has_shapes = any(isinstance(e.input_shapes, list) and e.input_shapes for e in rows)

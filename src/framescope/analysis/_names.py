@@ -9,7 +9,7 @@ import re
 import shutil
 import sys
 
-from framescope.profiler._unrecorded import unrecorded
+from framescope._unrecorded import unrecorded
 
 #: The mark of a name cut from the left.
 ELLIPSIS = "…"

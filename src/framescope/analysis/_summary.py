@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Collection, Literal, NamedTuple
 
 from framescope import _core
+from framescope.analysis._key_average_rows import KeyAverageRow, key_average_rows
 from framescope.analysis import _host_code
 from framescope.analysis._names import fit_name, name_width
 
@@ -136,21 +137,26 @@ def _async_table(rows: list[_Row], limit: int, sort_by: str) -> list[str]:
     return lines
 
 
-def _merge_threads(raw: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+_SUMMED = [KeyAverageRow._fields.index(f) for f in ("calls", "total_ns", "self_ns",
+                                                     "memory_total", "memory_self", "flops")]
+_SUMMED_IF_READ = [KeyAverageRow._fields.index(f) for f in ("cpu_total_ns", "cpu_self_ns")]
+
+
+def _merge_threads(raw: list[KeyAverageRow]) -> list[KeyAverageRow]:
     """Rows of _key_averages(..., group_by_thread=True) summed per (name, category, async): the
     rows of the threads kept, as one table (totals add up: calls on two threads do not nest)."""
     merged: dict[tuple[Any, ...], list[Any]] = {}
     for r in raw:
-        key = (r[0], r[1], r[13])
+        key = (r.name, r.category, r.is_async)
         row = merged.get(key)
         if row is None:
-            merged[key] = [*r[:2], None, *r[3:]]
+            merged[key] = list(r._replace(thread=None))
             continue
-        for i in (5, 6, 7, 10, 11, 12):  # count, total, self, memory total/self, flops
+        for i in _SUMMED:  # calls, total, self, memory total/self, flops
             row[i] += r[i]
-        for i in (8, 9):  # on-CPU total/self: None without readings
+        for i in _SUMMED_IF_READ:  # on-CPU total/self: None without readings
             row[i] = r[i] if row[i] is None else row[i] + (r[i] or 0)
-    return [tuple(row) for row in merged.values()]
+    return [KeyAverageRow._make(row) for row in merged.values()]
 
 
 def _what(sort_by: str, scope: str) -> str:
@@ -188,24 +194,25 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
     classes = b"" if show_host else _host_code.symbol_classes(trace, extra_host)
     folded = _host_code.HOST in classes
     read = _core._with_host(trace, classes, True) if folded else trace
-    raw, thread_totals, has_cpu, has_memory = _core._key_averages(read, False, 0, True)
+    raw, thread_totals, has_cpu, has_memory = key_average_rows(read, False, 0, True)
     # Host self time per thread (the "[host]" rows), out of the rows and of the threads' time.
     host_wall = [0] * len(thread_totals)
     host_cpu = [0] * len(thread_totals)
     if folded:
         for r in raw:
-            if r[0] == _host_code.HOST_ROW and r[1] == "python_function" and r[2] is not None:
-                host_wall[r[2]] += r[7]
-                host_cpu[r[2]] += r[9] or 0
-        raw = [r for r in raw if not (r[0] == _host_code.HOST_ROW
-                                      and r[1] == "python_function")]
+            if r.name == _host_code.HOST_ROW and r.category == "python_function" and \
+                    r.thread is not None:
+                host_wall[r.thread] += r.self_ns
+                host_cpu[r.thread] += r.cpu_self_ns or 0
+        raw = [r for r in raw if not (r.name == _host_code.HOST_ROW
+                                      and r.category == "python_function")]
         thread_totals = [(w - host_wall[i], None if c is None else c - host_cpu[i])
                          for i, (w, c) in enumerate(thread_totals)]
     recorded_total = sum(w for w, _ in thread_totals) + sum(host_wall)
     recorded_threads = sum(1 for i, (w, _) in enumerate(thread_totals) if w + host_wall[i] > 0)
     if threads is not None:
         keep = set(threads)
-        raw = [r for r in raw if r[2] in keep]
+        raw = [r for r in raw if r.thread in keep]
         thread_totals = [t if i in keep else (0, None if t[1] is None else 0)
                          for i, t in enumerate(thread_totals)]
         host_wall = [h if i in keep else 0 for i, h in enumerate(host_wall)]
@@ -219,8 +226,9 @@ def summary_table(trace: Trace, limit: int = 20, sort_by: str = "self",
                          "from an older file): sort by 'self', 'total' or 'calls'")
     if sort_by == "memory" and not has_memory:
         raise ValueError("this trace has no memory samples (record with profile_memory=True)")
-    every = [_Row(r[0], r[2], r[5], r[6], r[7], r[8], r[9], r[10], r[11], bool(r[13]))
-             for r in raw if r[5] > 0]
+    every = [_Row(r.name, r.thread, r.calls, r.total_ns, r.self_ns, r.cpu_total_ns, r.cpu_self_ns,
+                  r.memory_total, r.memory_self, bool(r.is_async))
+             for r in raw if r.calls > 0]
     # Async spans (ranges ended on another thread) have no self time: listed apart.
     rows = [r for r in every if not r.is_async]
     spans = [r for r in every if r.is_async]

@@ -30,8 +30,8 @@ import time
 from typing import Any
 
 from framescope import _core
-from framescope.processes import _process_table as processes
 from framescope.attach._bootstrap import ExitGuard, receive, send
+from framescope.profiler import _session
 from framescope.profiler._profile import profile
 
 
@@ -55,11 +55,9 @@ class _Window:
             self.done = True
             message: dict[str, Any]
             try:
-                # _core._stop, not prof.stop(): the latter prints the warnings on the program's
+                # stop_quietly, not prof.stop(): the latter prints the warnings on the program's
                 # stderr; they go to the command instead.
-                _core._stop(self.prof)
-                if self.prof._trace is not None:
-                    processes.session_stopped(self.prof._trace, self.prof._clock)
+                if _session.stop_quietly(self.prof) is not None:
                     self.prof.save(self.trace_path)
                     message = {"saved": self.trace_path, "warnings": self.prof.warnings,
                                "backend": self.prof.backend}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import _thread
 import atexit
+import importlib
 import importlib.machinery
 import importlib.util
 import json
@@ -73,9 +74,10 @@ def import_framescope(package_dir: str) -> Any:
                          n.startswith("framescope.")]:
                 del sys.modules[name]
             raise
-    import framescope.attach._agent as agent  # noqa: PLC0415 - found through the package
-
-    return agent
+    # By name, at run time: this file runs outside the package (exec'd in the target, before
+    # any framescope is importable there), so the agent is what the package it just loaded
+    # provides, not an import of this module (the agent imports send/receive from here).
+    return importlib.import_module("framescope.attach._agent")
 
 
 class SwitchInterval:

@@ -1,5 +1,5 @@
 """framescope attach's injector: has gdb load libframescope_inject.so into the target, which
-starts the bootstrap thread there (cpp/attach/inject.c, _attach_gdb_script.gdbpy).
+starts the bootstrap thread there (cpp/attach/inject.c, _gdb_script.gdbpy).
 
 ptrace subtleties handled here, in the command:
 - gdb stops every thread of the target while it is attached (a few hundred milliseconds), which
@@ -11,7 +11,7 @@ ptrace subtleties handled here, in the command:
   call in progress (unwindonsignal) and detaches. Only if gdb still does not exit is it killed;
   killing gdb makes the kernel detach it, and the target runs on.
 - A target that is stopped (SIGSTOP, Ctrl-Z) or already traced by a debugger is refused
-  before gdb is started (gdb would wait for it, or fail): see _attach_command.check_target.
+  before gdb is started (gdb would wait for it, or fail): see _target.check_target.
 """
 
 from __future__ import annotations

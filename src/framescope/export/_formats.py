@@ -3,31 +3,56 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Collection, Literal
+from typing import TYPE_CHECKING, Collection, Literal, NamedTuple
 
 from framescope import _arguments, _core
 
 if TYPE_CHECKING:
     from framescope._core import Trace
 
+class Format(NamedTuple):
+    """One export format: its name, the names and file endings that choose it, and whether a
+    ``.gz`` name may compress it."""
+
+    name: str
+    extension: str  #: the default file extension
+    suffixes: tuple[str, ...]  #: file name endings that pick it (before an optional ``.gz``)
+    aliases: tuple[str, ...] = ()
+    uncompressed: str | None = None  #: why a ``.gz`` name is refused (None: gzip allowed)
+
+
+#: The formats, in the order the command line lists them: the one table every chooser reads
+#: (format_name, format_for_path, the CLI's -f choices, the flight recorder's dump names).
+#: The native writers (chrome, perfetto, pstats, speedscope, collapsed) are chosen again by
+#: name in cpp/export/formats.cpp; test_export checks that the two tables agree.
+FORMATS = (
+    Format("chrome", ".json", (".json",), ("json",)),
+    Format("perfetto", ".pftrace", (".pftrace", ".perfetto-trace"), ("pftrace",)),
+    Format("pstats", ".prof", (".prof", ".pstats"), ("prof",),
+           "pstats.Stats reads only uncompressed files"),
+    Format("speedscope", ".speedscope.json", (".speedscope.json",)),
+    Format("collapsed", ".collapsed", (".collapsed", ".folded"), ("folded",)),
+    Format("fstrace", ".fstrace", (".fstrace",), (),
+           ".fstrace files are not compressed (they are mapped when loaded)"),
+    Format("html", ".html", (".html",), (), "the HTML report is not compressed (open it in a browser)"),
+    Format("parquet", ".parquet", (".parquet",), (), "Parquet files are compressed inside (zstd)"),
+)
+#: Format names (the CLI's -f choices).
+NAMES = [f.name for f in FORMATS]
 #: format name -> default file extension
-EXTENSIONS = {
-    "chrome": ".json",
-    "perfetto": ".pftrace",
-    "pstats": ".prof",
-    "speedscope": ".speedscope.json",
-    "collapsed": ".collapsed",
-    "fstrace": ".fstrace",
-    "html": ".html",
-    "parquet": ".parquet",
-}
-_ALIASES = {"json": "chrome", "pftrace": "perfetto", "prof": "pstats", "folded": "collapsed"}
+EXTENSIONS = {f.name: f.extension for f in FORMATS}
+#: File name endings (without .gz) -> format, longest first (.speedscope.json before .json).
+SUFFIXES = sorted(((s, f.name) for f in FORMATS for s in f.suffixes), key=lambda s: -len(s[0]))
+_BY_NAME = {n: f.name for f in FORMATS for n in (f.name, *f.aliases)}
+_UNCOMPRESSED = {f.name: f.uncompressed for f in FORMATS if f.uncompressed}
+ExportFormat = Literal["chrome", "json", "perfetto", "pftrace", "pstats", "prof", "speedscope",
+                       "collapsed", "fstrace", "html"]
 
 
 def format_name(format: str) -> str:
     """The canonical name of a format (``json`` -> ``chrome``...); ValueError if unknown."""
-    name = _ALIASES.get(format, format)
-    if name not in EXTENSIONS:
+    name = _BY_NAME.get(format)
+    if name is None:
         raise ValueError(
             f"unknown format {format!r}: expected one of {', '.join(sorted(EXTENSIONS))}"
         )
@@ -38,34 +63,13 @@ def format_for_path(path: str, format_option: str = "format=") -> str:
     """The format a file name's extension names (a trailing ``.gz`` is ignored). The error names
     ``format_option`` as the other way to choose (the command line's ``-f/--format``)."""
     p = path[:-3] if path.endswith(".gz") else path
-    for suffix, name in (
-        (".speedscope.json", "speedscope"),
-        (".json", "chrome"),
-        (".pftrace", "perfetto"),
-        (".perfetto-trace", "perfetto"),
-        (".prof", "pstats"),
-        (".pstats", "pstats"),
-        (".collapsed", "collapsed"),
-        (".folded", "collapsed"),
-        (".fstrace", "fstrace"),
-        (".html", "html"),
-        (".parquet", "parquet"),
-    ):
+    for suffix, name in SUFFIXES:
         if p.endswith(suffix):
             return name
     raise ValueError(
         f"cannot tell the format from {path!r}: use .json, .json.gz, .pftrace, .speedscope.json, "
         f".collapsed, .prof, .pstats, .fstrace, .html or .parquet, or give {format_option}"
     )
-
-
-#: Formats never gzip-compressed, and why: a ``.gz`` name for them is refused, not ignored.
-_UNCOMPRESSED = {
-    "pstats": "pstats.Stats reads only uncompressed files",
-    "fstrace": ".fstrace files are not compressed (they are mapped when loaded)",
-    "html": "the HTML report is not compressed (open it in a browser)",
-    "parquet": "Parquet files are compressed inside (zstd)",
-}
 
 
 def check_compression(name: str, path: str) -> None:

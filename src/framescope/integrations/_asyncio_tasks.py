@@ -53,7 +53,7 @@ _task_name: Callable[[Any], str] = _core._asyncio_task_name
 
 def install() -> None:
     """Replaces asyncio's Handle._run and wraps to_thread (idempotent). Called at a session's
-    start when asyncio is imported, else right after it is (framescope.profiler._import_hooks)."""
+    start when asyncio is imported, else right after it is (framescope._import_hooks)."""
     asyncio = sys.modules.get("asyncio")
     if asyncio is None:
         return
@@ -159,7 +159,7 @@ def arm() -> None:
     session records)."""
     if not ENABLED:
         return
-    from framescope.profiler import _import_hooks as import_hooks
+    from framescope import _import_hooks as import_hooks
 
     if "uvloop" in sys.modules:
         _install_uvloop(sys.modules["uvloop"])

@@ -32,6 +32,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 from framescope.analysis._summary import summary_table
+from framescope.profiler import _session
 from framescope.profiler._profile import profile
 
 def _cell_number(shell: Any) -> int:
@@ -101,9 +102,9 @@ class FramescopeMagics(Magics):
         # The kernel's threads already running (I/O, heartbeat, control): not the cell's.
         me = threading.current_thread()
         kernel_threads = {t.native_id for t in threading.enumerate() if t is not me}
-        prof._host_files = _calling_files()
         # The trace starts at the cell: the kernel's frames are left out of it, unless asked.
-        prof._host_export = "show" if "show-host" in opts else "drop"
+        _session.set_host_code(prof, files=_calling_files(),
+                               export="show" if "show-host" in opts else "drop")
         prof.start()
         try:
             shell.run_cell(code, store_history=False)  # type: ignore[no-untyped-call]
@@ -118,7 +119,7 @@ class FramescopeMagics(Magics):
             cell_threads = [i for i, (_pid, tid, _pthread, _name) in enumerate(prof.trace.threads)
                             if tid not in kernel_threads]
             print(summary_table(prof.trace, limit=limit, sort_by=sort_by, threads=cell_threads,
-                                show_host="show-host" in opts, extra_host=prof._host_files))
+                                show_host="show-host" in opts, extra_host=_session.host_files(prof)))
         print(f"framescope: trace written to {output} (backend: {prof.backend})")
         if output.endswith(".html"):
             with open(output, encoding="utf-8") as f:

@@ -118,16 +118,17 @@ class Recorder:
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
         self._prof = None
         if item.get_closest_marker("no_framescope") is None:
-            from framescope.profiler import _profile as profiler
+            from framescope.profiler import _session
+            from framescope.profiler._profile import profile
 
-            prof = profiler.profile(c_calls=self.c_calls)
+            prof = profile(c_calls=self.c_calls)
             try:
                 prof.start()
             except RuntimeError as exc:  # another framescope session runs
                 self.failures.append(f"{item.nodeid}: not profiled ({exc})")
             else:
                 self._prof = prof
-                profiler._plugin_profile = prof  # names the plugin in a test's own start's error
+                _session.set_plugin_profile(prof)  # names the plugin in a test's own start's error
         yield from self._phase("setup")
 
     @pytest.hookimpl(hookwrapper=True)
@@ -140,29 +141,28 @@ class Recorder:
         prof, self._prof = self._prof, None
         if prof is None:
             return
-        from framescope.profiler import _profile as profiler
+        from framescope.profiler import _session
 
-        profiler._plugin_profile = None
+        _session.set_plugin_profile(None)
         try:
             prof.stop()
         except RuntimeError as exc:  # the test stopped the session itself
             self.failures.append(f"{item.nodeid}: {exc}")
             return
         os.makedirs(self.directory, exist_ok=True)
-        prof._host_export = "show" if self.show_host else "drop"
+        _session.set_host_code(prof, export="show" if self.show_host else "drop")
         prof.export_chrome_trace(os.path.join(self.directory, trace_file_name(item.nodeid)))
         self.written += 1
         self._add(prof)
 
     def _add(self, prof: Any) -> None:
-        from framescope import _core
         from framescope.analysis import _host_code
+        from framescope.analysis._key_average_rows import key_average_rows
 
         trace = prof.trace if self.show_host else _host_code.host_view(prof.trace, True)
-        rows = _core._key_averages(trace, False, 0, False)[0]
-        for r in rows:
-            name, category = r[0], r[1]
-            calls, total, self_ns, is_async = r[5], r[6], r[7], r[13]
+        for r in key_average_rows(trace).rows:
+            name, category = r.name, r.category
+            calls, total, self_ns, is_async = r.calls, r.total_ns, r.self_ns, r.is_async
             if calls <= 0 or is_async or name.startswith("__st"):
                 continue
             if category == "user_annotation" and name in PHASES:

@@ -377,7 +377,7 @@ def install_hooks() -> None:
     """Under ``framescope run``: sync right after ``init_process_group`` and MPI's
     initialisation (import of ``mpi4py.MPI``), and right before ``destroy_process_group``,
     where every rank of a job is at the same point of its program."""
-    from framescope.profiler import _import_hooks as import_hooks
+    from framescope import _import_hooks as import_hooks
 
     import_hooks.after_import("torch.distributed", _wrap_torch_distributed)
     def after_mpi_init(module: object) -> None:

@@ -47,7 +47,8 @@ from typing import Any, Callable
 from framescope import _core
 from framescope.processes import _clock_sync as clock_sync
 from framescope.processes import _process_table as processes
-from framescope.profiler._unrecorded import unrecorded
+from framescope.profiler import _session
+from framescope._unrecorded import unrecorded
 
 ENV = "FRAMESCOPE_FOLLOW"
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
@@ -273,7 +274,7 @@ def _follow_forks(prof: Any, folder: str) -> None:
 
 def _following_forks() -> bool:
     prof = _recording.get("prof")
-    return prof is not None and prof._running and os.path.isdir(_recording.get("dir", ""))
+    return prof is not None and _session.is_running(prof) and os.path.isdir(_recording.get("dir", ""))
 
 
 def _exec_follows(caller: Any) -> bool:
@@ -289,7 +290,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 
 def _fork_caller() -> Any:
     """The frame that called os.fork (past framescope's own frames: the fork hooks run
-    unrecorded, through framescope.profiler._unrecorded's wrapper)."""
+    unrecorded, through framescope._unrecorded's wrapper)."""
     frame: Any = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back
@@ -341,7 +342,7 @@ def _after_fork_in_child() -> None:
     _recording.update(pid=os.getpid(), forks=0)  # from now on: this process's own forks
     try:
         # framescope run's own SIGTERM handler (inherited) would end the child unsaved.
-        if getattr(signal.getsignal(signal.SIGTERM), "__module__", None) == "framescope.cli._main":
+        if getattr(signal.getsignal(signal.SIGTERM), "__module__", None) == "framescope.cli._finish":
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _become_child(_recording["prof"], _recording["dir"], {"forked_from": os.getppid()})
     except Exception as exc:  # noqa: BLE001 - the child runs on, unfollowed
@@ -351,11 +352,11 @@ def _after_fork_in_child() -> None:
 def _enable_torch_ops_on_import(prof: Any) -> None:
     """torch ops in a child: torch is not imported at its start (importing it for every child
     would cost seconds), so the observer is attached once the child imports torch."""
-    from framescope.profiler import _import_hooks as import_hooks
+    from framescope import _import_hooks as import_hooks
     from framescope.integrations import _torch_ops as torch_ops
 
     def enable(module: object) -> None:
-        if prof._running:
+        if _session.is_running(prof):
             prof.torch_ops = True
             torch_ops.enable(prof.record_shapes)
 
@@ -385,9 +386,8 @@ def _finish() -> None:
 
 def _save(prof: Any) -> None:
     try:
-        if prof._running:
-            _core._stop(prof)
-            processes.session_stopped(prof._trace, prof._clock)
+        if _session.is_running(prof):
+            _session.stop_quietly(prof)
             for warning in prof.warnings:
                 # A fork of a streaming session records in memory: as wanted for a child.
                 if "was forked from a session that streamed" not in warning:
@@ -395,7 +395,7 @@ def _save(prof: Any) -> None:
         if not os.path.isdir(_child["dir"]):
             return  # the parent has ended (and warned that this child's part is missing)
         final = os.path.join(_child["dir"], _child["token"] + ".fstrace")
-        if prof._trace is not None:
+        if _session.recorded_trace(prof) is not None:
             prof.save(final + ".tmp")
             os.replace(final + ".tmp", final)
         else:  # ended before recording started: nothing recorded, nothing missing

@@ -16,11 +16,12 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable
 
+from framescope.export._formats import SUFFIXES
+from framescope.profiler import _session
+
 if TYPE_CHECKING:
     from framescope.profiler._profile import profile
 
-_SUFFIXES = (".speedscope.json", ".json", ".pftrace", ".perfetto-trace", ".prof", ".pstats",
-             ".collapsed", ".folded", ".fstrace", ".html")
 
 
 def parse_signal(text: str) -> signal.Signals:
@@ -56,7 +57,7 @@ def dump_path(output: str, n: int) -> str:
     format, ``.gz`` kept)."""
     gz = output.endswith(".gz")
     base = output[:-3] if gz else output
-    for suffix in _SUFFIXES:
+    for suffix, _name in SUFFIXES:
         if base.endswith(suffix):
             return f"{base[: -len(suffix)]}.dump{n}{suffix}" + (".gz" if gz else "")
     return f"{base}.dump{n}" + (".gz" if gz else "")
@@ -125,7 +126,7 @@ class FlightRecorder:
             return self._last_path
 
     def _write(self, why: str) -> str | None:
-        if not self._prof._running:
+        if not _session.is_running(self._prof):
             return None
         self._count += 1
         path = dump_path(self._output, self._count)

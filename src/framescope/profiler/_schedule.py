@@ -9,12 +9,16 @@ import os
 import socket
 import time
 import warnings
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from framescope import _arguments
 
-if TYPE_CHECKING:
-    from framescope.profiler._profile import profile
+
+class ChromeTraceWriter(Protocol):
+    """What trace_handler's handler is given: a profile (torch's too), whose cycle's trace it
+    writes."""
+
+    def export_chrome_trace(self, path: str) -> None: ...
 
 __all__ = ["ProfilerAction", "ScheduleError", "schedule", "trace_handler"]
 
@@ -98,7 +102,7 @@ def record_always(step: int) -> ProfilerAction:
 
 def trace_handler(
     dir_name: str | os.PathLike[str], worker_name: str | None = None, use_gzip: bool = False
-) -> Callable[[profile], None]:
+) -> Callable[[ChromeTraceWriter], None]:
     """An ``on_trace_ready`` handler writing each cycle's trace as Chrome JSON to
     ``dir_name/{worker_name}.{time_ns}.pt.trace.json[.gz]``, as torch's
     ``tensorboard_trace_handler`` names them (``worker_name`` defaults to ``hostname_pid``), so
@@ -112,7 +116,7 @@ def trace_handler(
         _arguments.text("trace_handler(): worker_name", worker_name)
     use_gzip = _arguments.flag("trace_handler(): use_gzip", use_gzip)
 
-    def handler_fn(prof: profile) -> None:
+    def handler_fn(prof: ChromeTraceWriter) -> None:
         nonlocal worker_name
         if not os.path.isdir(directory):
             try:

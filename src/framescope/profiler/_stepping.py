@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import warnings
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from framescope import _core
 from framescope.profiler._schedule import ProfilerAction, Schedule, record_always
-from framescope.profiler._unrecorded import unrecorded
+from framescope._unrecorded import unrecorded
 
-if TYPE_CHECKING:
-    from framescope.profiler._profile import profile
+
+
+class SteppedSession(Protocol):
+    """What the step loop drives (a profile): one session started or stopped per call, and
+    the handler of each recorded cycle's trace."""
+
+    on_trace_ready: Callable[[Any], object] | None
+
+    def _start_session(self) -> None: ...
+
+    def _stop_session(self, keep: bool) -> None: ...
 
 _N, _W, _R, _S = (ProfilerAction.NONE, ProfilerAction.WARMUP, ProfilerAction.RECORD,
                   ProfilerAction.RECORD_AND_SAVE)
@@ -69,9 +78,9 @@ class StepDriver:
         (_S.value, None): ("stop", "ready"),
     }
 
-    def __init__(self, prof: profile, schedule: Schedule | None) -> None:
-        # A _ScheduledProfile when start/stop/step go through here (profiler.py).
-        self._prof: Any = prof
+    def __init__(self, prof: SteppedSession, schedule: Schedule | None) -> None:
+        # A _ScheduledProfile when start/stop/step go through here (_profile.py).
+        self._prof = prof
         self.schedule: Callable[[int], Any] = schedule or record_always
         self.record_steps = schedule is not None
         self.stopped = False  # stop() ran: a scheduled profile without a trace recorded no step

@@ -17,7 +17,6 @@ import os
 import statistics
 from dataclasses import dataclass, field
 
-from framescope import _core
 
 #: The compared quantities: (key, column heading, unit). Times are ns, memory bytes.
 METRICS = [("self_ns", "self", "ns"), ("total_ns", "total", "ns"), ("calls", "calls", ""),
@@ -55,9 +54,10 @@ def run_stats(path: str) -> dict[str, dict[str, int]]:
         return out
     from framescope.profiler._profile import load
 
-    entries, _threads, _cpu, _mem = _core._key_averages(load(path).trace)
-    for e in entries:
-        add(e[0], e[5], e[7], e[6], e[9], e[11])
+    from framescope.analysis._key_average_rows import key_average_rows
+
+    for e in key_average_rows(load(path).trace).rows:
+        add(e.name, e.calls, e.self_ns, e.total_ns, e.cpu_self_ns, e.memory_self)
     return out
 
 

@@ -1,4 +1,4 @@
-# framescope's bootstrap for the Python children of `framescope run` (see framescope/follow.py).
+# framescope's bootstrap for the Python children of `framescope run` (see framescope/processes/_follow.py).
 #
 # `framescope run` puts this directory first on PYTHONPATH, so every Python it starts, directly
 # or not (multiprocessing's spawn and forkserver, subprocess), imports this module at start-up.

@@ -22,12 +22,16 @@ from typing import Any, Callable
 
 from framescope.attach import _gdb as _attach_gdb
 from framescope.attach import _listen as _attach_listen
+from framescope.attach import _bootstrap as _attach_bootstrap
 from framescope.attach._bootstrap import receive, send
 from framescope.attach._target import (AttachError, check_abi, check_target, our_python,
                                        python_version_of, status_of, version_mismatch)
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-BOOTSTRAP = os.path.join(_HERE, "_bootstrap.py")
+
+#: The bootstrap the target runs first (by its file: the target has no framescope to import it
+#: from), and the package it then imports framescope from (this installation's).
+BOOTSTRAP = os.path.abspath(_attach_bootstrap.__file__)
+_PACKAGE = os.path.dirname(os.path.dirname(BOOTSTRAP))
 #: Seconds the target gets to answer at each step (connect, hello, start), and the longest a
 #: stopped session may take to save its trace once asked to stop.
 STEP_TIMEOUT = 15.0
@@ -48,7 +52,7 @@ BOOTSTRAP_SWITCH_INTERVAL = 0.0005
 def add_parser(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
                option_groups: list[Callable[[argparse.ArgumentParser], None]]) -> None:
     """Registers ``framescope attach`` with ``framescope run``'s recording options (each of
-    ``option_groups`` adds some of them, as defined in cli.py)."""
+    ``option_groups`` adds some of them, as defined in framescope.cli._options)."""
     attach = sub.add_parser(
         "attach",
         help="record a window of a running Python process (started without framescope)",
@@ -141,7 +145,7 @@ def _connect_listening(pid: int, uid: int) -> socket.socket | None:
 
 
 def _bootstrap_source(channel: _Channel) -> str:
-    args = {"socket": channel.socket_path, "package": os.path.dirname(_HERE)}
+    args = {"socket": channel.socket_path, "package": _PACKAGE}
     return (
         "def _framescope_attach():\n"
         # A busy main thread gives the GIL back only when asked, after the switch interval
@@ -165,7 +169,7 @@ def _bootstrap_source(channel: _Channel) -> str:
 def profile_arguments(opts: argparse.Namespace) -> dict[str, Any]:
     """The target's profile(...) arguments, as framescope run builds them (globs made absolute
     here: the target's working directory is its own)."""
-    from framescope.profiler._profile import _file_globs
+    from framescope.profiler._options import file_globs as _file_globs
 
     return dict(with_stack=True, c_calls=opts.c_calls, backend=opts.backend,
                 memory_limit=opts.memory_limit, torch_ops=opts.torch_ops,
@@ -215,7 +219,7 @@ class _Session:
         if conn is None:
             raise AttachError(
                 f"framescope was loaded into process {self.pid} but its thread did not run in "
-                f"{START_TIMEOUT:g} s (a C call holding the GIL? files of {_HERE} unreadable "
+                f"{START_TIMEOUT:g} s (a C call holding the GIL? files of {_PACKAGE} unreadable "
                 "to the process's user?); it stays idle in the process and starts nothing later")
         return conn, False
 
@@ -295,7 +299,7 @@ class _Session:
                 pass
 
     def _write(self, result: dict[str, Any] | None) -> int:
-        from framescope.cli._traces import error_text
+        from framescope.cli._output import error_text
         from framescope.profiler._profile import load
 
         pid = self.pid
@@ -337,8 +341,8 @@ class _Session:
 def attach(opts: argparse.Namespace) -> int:
     """Runs ``framescope attach``; every failure is one line on stderr and status 1 (2 for
     bad options)."""
-    from framescope.cli._main import _check_output
-    from framescope.cli._traces import resolve_output
+    from framescope.cli._output import check_output as _check_output
+    from framescope.cli._output import resolve_output
 
     try:
         output, output_format = resolve_output(opts.output, opts.format)

@@ -1,5 +1,6 @@
-"""The command line of the tables: ``framescope sql`` and ``framescope diff`` (registered by
-framescope.cli._main), and the dataset outputs of ``convert --to DIR`` and ``merge -o DIR/``."""
+"""The command line of the tables (framescope.tables): what ``framescope sql`` and ``framescope
+diff`` run (their parsers: framescope.cli.sql, framescope.cli.diff), ``report --diff``, the
+dataset outputs of ``convert --to DIR`` and ``merge -o DIR/``, and run's Parquet check."""
 
 from __future__ import annotations
 
@@ -12,42 +13,6 @@ import sys
 from typing import Any
 
 from framescope.tables._deps import MissingDependency
-
-TABLE_COMMANDS = ("sql", "diff")
-
-
-def add_table_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    sql = sub.add_parser(
-        "sql",
-        help="run SQL (DuckDB) on a trace, a .parquet file or a dataset directory",
-        usage='framescope sql PATH "SELECT ..." [--csv | --json]',
-        description="The table is `events`; views: slices, self_time_by_function, "
-                    "self_time_by_thread, self_time_by_rank, step_times, step_time_by_rank, "
-                    "collectives, collective_time_by_rank; table macros stragglers(pct := 10), "
-                    "top_functions(n := 20). See --views and docs/tables.md.",
-    )
-    sql.add_argument("path", help="a saved trace (.fstrace), a .parquet file or a dataset dir")
-    sql.add_argument("query", nargs="?", default=None, help="the SQL query")
-    fmt = sql.add_mutually_exclusive_group()
-    fmt.add_argument("--csv", action="store_true", help="print the result as CSV")
-    fmt.add_argument("--json", action="store_true", help="print the result as a JSON array")
-    sql.add_argument("--max-rows", type=int, default=1000,
-                     help="rows of the printed table (default: %(default)s; -1: every row; "
-                          "--csv and --json print every row)")
-    sql.add_argument("--views", action="store_true", help="list the views and macros")
-    sql.add_argument("--memory-limit", default=None, metavar="SIZE",
-                     help="DuckDB's memory limit, e.g. 1GB (default: DuckDB's)")
-    diff = sub.add_parser(
-        "diff",
-        help="compare two runs (or groups of runs) per function: self/total time, calls...",
-        usage="framescope diff A B  (A, B: a trace, .parquet or dataset; or runs A1,A2,A3)",
-    )
-    diff.add_argument("a", help="the base: one input or several runs, comma-separated")
-    diff.add_argument("b", help="the comparison: one input or several runs, comma-separated")
-    diff.add_argument("--sort", choices=["self_ns", "total_ns", "calls", "cpu_ns", "alloc_bytes"],
-                      default="self_ns", help="order by the absolute change of (default: self)")
-    diff.add_argument("--limit", type=int, default=30, help="rows (default: 30; -1: every row)")
-    diff.add_argument("--csv", action="store_true", help="print every row as CSV")
 
 
 def _cell(v: Any) -> str:
@@ -140,7 +105,7 @@ def run_sql(opts: argparse.Namespace) -> int:
                 print(f"framescope sql: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
                 return 1
     except (MissingDependency, OSError, ValueError) as exc:
-        from framescope.cli._traces import error_text
+        from framescope.cli._output import error_text
 
         print(f"framescope sql: {error_text(exc)}", file=sys.stderr)
         return 1
@@ -150,7 +115,7 @@ def run_sql(opts: argparse.Namespace) -> int:
 
 
 def run_diff(opts: argparse.Namespace) -> int:
-    from framescope.cli._traces import error_text
+    from framescope.cli._output import error_text
     from framescope.tables import _diff as diff_mod
 
     try:
@@ -170,13 +135,9 @@ def run_diff(opts: argparse.Namespace) -> int:
     return 0
 
 
-def run_table_command(opts: argparse.Namespace) -> int:
-    return run_sql(opts) if opts.command == "sql" else run_diff(opts)
-
-
 def write_dataset_command(command: str, inputs: list[str], folder: str) -> int:
     """``convert ... --to DIR`` and ``merge ... -o DIR/``: the dataset, and a line per rank."""
-    from framescope.cli._traces import error_text
+    from framescope.cli._output import error_text
     from framescope.tables._dataset import write_dataset
 
     try:
@@ -196,7 +157,7 @@ def write_dataset_command(command: str, inputs: list[str], folder: str) -> int:
 
 def report_diff(a: str, b: str, output: str | None) -> int:
     """``framescope report --diff A B [-o diff.html]``."""
-    from framescope.cli._traces import error_text
+    from framescope.cli._output import error_text
     from framescope.tables import _diff as diff_mod, _diff_report
 
     output = output or "diff.html"
