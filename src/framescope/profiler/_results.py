@@ -42,6 +42,7 @@ class ProfileResults:
     record_shapes: bool
     with_flops: bool
     with_stack: bool
+    torch_ops: bool
     unavailable_activities: list[Any]
 
     # -- results -------------------------------------------------------------------------------
