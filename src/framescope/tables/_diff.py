@@ -55,9 +55,14 @@ def run_stats(path: str) -> dict[str, dict[str, int]]:
         return out
     from framescope.profiler import load
 
-    entries, _threads, _cpu, _mem = _core._key_averages(load(path).trace)
+    # Host code folded into "[host]" and left out, as the SQL view (user_slices) does.
+    from framescope import _host_code
+
+    trace = _host_code.host_view(load(path).trace, fold=True)
+    entries, _threads, _cpu, _mem = _core._key_averages(trace)
     for e in entries:
-        add(e[0], e[5], e[7], e[6], e[9], e[11])
+        if not (e[0] == _host_code.HOST_ROW and e[1] == "python_function"):
+            add(e[0], e[5], e[7], e[6], e[9], e[11])
     return out
 
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from framescope import _core, processes
+from framescope import _core, _host_code, processes
 from framescope.tables._deps import require
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("depth", "int32", "events enclosing it on its thread"),
     ("recursive", "bool", "inside an event of the same name and kind (totals skip it)"),
     ("is_async", "bool", "a range that ended on another thread"),
+    ("host", "bool", "host code (Jupyter/IPython, pytest, framescope, runpy...): docs/host_code.md"),
     ("tid", "int64", "OS thread id"),
     ("thread_name", "string", "the thread's name"),
     ("pid", "int64", "process id"),
@@ -168,6 +169,7 @@ def _record_batch(b: dict[str, Any], threads: _Threads, with_rank: bool) -> pa.R
         "depth": col("depth", pa.int32()),
         "recursive": pc.cast(col("recursive", pa.uint8()), pa.bool_()),
         "is_async": pc.cast(col("is_async", pa.uint8()), pa.bool_()),
+        "host": pc.cast(col("host", pa.uint8()), pa.bool_()),
         "tid": pc.take(threads.tid, thread_ix),
         "thread_name": distinct(thread_ix, threads.name),
         "pid": pc.take(threads.pid, thread_ix),
@@ -217,6 +219,9 @@ def write_batches(trace: Trace, open_file: Callable[[int], str], *, rank: int | 
     ``batches_per_file`` batches when > 0). ``rank`` fills the rank column (else the process
     table's ranks), ``offset_ns`` shifts every start. Returns the rows written."""
     threads = _threads(trace, rank)
+    # Host code is marked (Slice::host) by a replay through the host classes of the trace's
+    # symbols (decided once per symbol, docs/host_code.md): the ``host`` column.
+    marked = _host_code.host_view(trace, fold=False)
     state: dict[str, Any] = {"writer": None, "files": 0, "batches": 0, "rows": 0, "paths": []}
 
     def sink(b: dict[str, Any]) -> None:
@@ -233,7 +238,7 @@ def write_batches(trace: Trace, open_file: Callable[[int], str], *, rank: int | 
         state["rows"] += int(b["rows"])
 
     try:
-        _core._column_batches(trace, sink, batch_rows, offset_ns)
+        _core._column_batches(marked, sink, batch_rows, offset_ns)
         if state["writer"] is None:  # an empty trace: a file with the schema and no rows
             path = open_file(0)
             state["paths"].append(path)
