@@ -196,6 +196,26 @@ def _kinds() -> pa.Array:
     return _KINDS[0]
 
 
+#: Page options, where the installed pyarrow has them (pyarrow >= 21 cuts pages at 20,000 rows
+#: by default). Pages of up to 8 MB and no row limit: a 1 M-row row group is then a few pages per
+#: column instead of ~50, and each page costs the writer a zstd context, a header, statistics
+#: and copies (13% fewer instructions in the writer, counted with callgrind). Readers read a
+#: page at a time, so 8 MB per column is their buffer; engines skip by row group.
+_PAGE_OPTIONS: dict[str, Any] = {}
+
+
+def _page_options() -> dict[str, Any]:
+    if not _PAGE_OPTIONS:
+        pq = require("pyarrow.parquet", "parquet", "Parquet export")
+        import inspect
+
+        known = inspect.signature(pq.ParquetWriter.__init__).parameters
+        _PAGE_OPTIONS["data_page_size"] = 8 << 20
+        if "max_rows_per_page" in known:
+            _PAGE_OPTIONS["max_rows_per_page"] = 1 << 30
+    return _PAGE_OPTIONS
+
+
 def _writer(path: str, with_rank: bool) -> Any:
     pq = require("pyarrow.parquet", "parquet", "Parquet export")
     # Strings are dictionary-encoded (their arrays already are: no hashing per row). Ids and
@@ -209,7 +229,7 @@ def _writer(path: str, with_rank: bool) -> Any:
     return pq.ParquetWriter(
         path, schema(with_rank, dictionaries=True), compression="zstd", compression_level=1,
         use_dictionary=_STRINGS, store_schema=False, write_statistics=["start_ns", "dur_ns"],
-        column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA})
+        column_encoding={c: "DELTA_BINARY_PACKED" for c in _DELTA}, **_page_options())
 
 
 def write_batches(trace: Trace, open_file: Callable[[int], str], *, rank: int | None = None,

@@ -185,8 +185,9 @@ def sql(path: str | os.PathLike[str], query: str,
     as a pandas DataFrame (``result="arrow"``: a pyarrow Table).
 
     The table is ``events`` (one row per slice, instant and memory sample; columns in
-    docs/tables.md); views: ``slices``, ``self_time_by_function``, ``self_time_by_thread``,
-    ``self_time_by_rank``, ``step_times``, ``step_time_by_rank``, ``collectives``,
+    docs/tables.md); views: ``slices``, ``user_slices`` (host code left out),
+    ``self_time_by_function``, ``self_time_by_thread``, ``self_time_by_rank`` (over
+    ``user_slices``), ``host_time_by_thread``, ``step_times``, ``step_time_by_rank``, ``collectives``,
     ``collective_time_by_rank``; table macros ``stragglers(pct := 10)`` and
     ``top_functions(n := 20)``.
 
