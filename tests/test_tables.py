@@ -17,6 +17,7 @@ import pytest
 
 import framescope
 from framescope import _core
+from framescope.analysis import _host_code
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -111,8 +112,12 @@ def test_schema_and_rows(tmp_path):
 
 def test_sql_equals_key_averages(tmp_path):
     prof, path = record(tmp_path)
-    entries, *_ = _core._key_averages(prof.trace)
-    expected = {(e[0], e[13]): (e[5], e[7], e[6]) for e in entries}
+    # Summaries fold host code (here: pytest's and runpy's frames open when the profile began,
+    # framescope's own) into one "[host]" row; the views leave it out.
+    folded = _host_code.host_view(prof.trace, fold=True)
+    assert folded is not prof.trace
+    entries, *_ = _core._key_averages(folded)
+    expected = {(e[0], e[13]): (e[5], e[7], e[6]) for e in entries if e[0] != "[host]"}
     for source in (path, str(tmp_path / "t.parquet")):
         if source.endswith(".parquet"):
             prof.export(source)
@@ -123,7 +128,7 @@ def test_sql_equals_key_averages(tmp_path):
         assert got == expected
     # The public key_averages() (µs) agrees too: no range here repeats its parent's name (it
     # names the ProfilerStep#N ranges ProfilerStep*, as torch's).
-    ka = {e.key: e for e in prof.key_averages(show_host=True) if e.key != "ProfilerStep*"}
+    ka = {e.key: e for e in prof.key_averages() if e.key not in ("ProfilerStep*", "[host]")}
     t = framescope.sql(path, "SELECT * FROM self_time_by_function "
                              "WHERE name NOT LIKE 'ProfilerStep#%'", result="arrow")
     assert isinstance(t, pa.Table) and t.num_rows == len(ka)
@@ -132,6 +137,53 @@ def test_sql_equals_key_averages(tmp_path):
         assert e.count == r["calls"]
         assert e.self_cpu_time_total == pytest.approx(r["self_ns"] / 1e3)
         assert e.cpu_time_total == pytest.approx(r["total_ns"] / 1e3)
+
+
+def test_host_column(tmp_path):
+    """The host column marks host code as summaries see it (pytest's and runpy's frames that
+    were open when the profile began, framescope's own, what they call), in pyarrow's schema
+    and to DuckDB; views leave it out, events and slices keep it, old files without the column
+    still open."""
+    script = tmp_path / "user_script.py"
+    script.write_text("def user_fn():\n    return sum(range(20000))\n\nfor _ in range(5):\n"
+                      "    user_fn()\n")
+    import runpy
+
+    with framescope.profile() as prof:  # runpy's frames (and what they call) are host code
+        runpy.run_path(str(script), run_name="__main__")
+    out = tmp_path / "h.parquet"
+    prof.export(str(out))
+    field = pq.read_schema(str(out)).field("host")
+    assert field.type == pa.bool_() and not field.nullable
+    con = duckdb.connect()
+    ev = f"read_parquet('{out}')"
+    host_files = {r[0] for r in con.execute(f"SELECT DISTINCT file FROM {ev} WHERE host").fetchall()}
+    assert any("_pytest" in f for f in host_files), host_files
+    assert any("runpy" in f for f in host_files), host_files
+    assert not any(f == __file__ for f in host_files)
+    user = {r[0] for r in con.execute(f"SELECT DISTINCT file FROM {ev} WHERE NOT host").fetchall()}
+    assert str(script) in user and not any("_pytest" in f or "runpy" in f for f in user), user
+    # As the summary: the host rows' self time is key_averages' "[host]" row.
+    entries, *_ = _core._key_averages(_host_code.host_view(prof.trace, fold=True))
+    host_self = sum(e[7] for e in entries if e[0] == "[host]")
+    names = framescope.sql(str(out), "SELECT name FROM self_time_by_function").name.tolist()
+    assert not any("_pytest" in n or "runpy" in n for n in names), names
+    assert any(n.endswith(": user_fn") for n in names), names
+    # ... and its rows are key_averages()' (host folded into "[host]", left out here).
+    got = framescope.sql(str(out), "SELECT name, calls, self_ns, total_ns FROM "
+                                   "self_time_by_function WHERE NOT is_async")
+    want = {e[0]: (e[5], e[7], e[6]) for e in entries if e[0] != "[host]" and not e[13]}
+    assert {r.name: (r.calls, r.self_ns, r.total_ns) for r in got.itertuples()} == want
+    by_thread = framescope.sql(str(out), "SELECT sum(self_ns) AS s FROM host_time_by_thread")
+    assert int(by_thread.s[0]) == host_self > 0
+    all_names = framescope.sql(str(out), "SELECT DISTINCT name FROM slices").name.tolist()
+    assert any("_pytest" in n for n in all_names)
+    # A file without the column (written before it existed): nothing is host, views work.
+    old = tmp_path / "old.parquet"
+    pq.write_table(pq.read_table(str(out)).drop_columns(["host"]), str(old))
+    n = framescope.sql(str(old), "SELECT count(*) AS n FROM user_slices WHERE host")
+    assert int(n.n[0]) == 0
+    assert len(framescope.sql(str(old), "SELECT * FROM self_time_by_function")) > len(names)
 
 
 def test_cli_convert_sql_outputs(tmp_path):

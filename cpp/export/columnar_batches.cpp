@@ -45,7 +45,7 @@ void reset(ColumnBatch& b, size_t n) {
     v->clear();
     v->reserve(n);
   }
-  for (auto* v : {&b.kind, &b.is_async, &b.recursive}) {
+  for (auto* v : {&b.kind, &b.is_async, &b.recursive, &b.host}) {
     v->clear();
     v->reserve(n);
   }
@@ -143,6 +143,7 @@ class ColumnarVisitor final : public TraceVisitor {
     s.symbol = uint32_t(view_->symbols.size());
     s.depth = uint32_t(stack_.size());
     s.parent = stack_.empty() ? -1 : int64_t(stack_.back().slice.index);
+    s.host = !stack_.empty() && stack_.back().slice.host;
     memory_json_.clear();
     memory_json_ += "{\"address\": " + std::to_string(m.address);
     memory_json_ += ", \"total_allocated\": " + std::to_string(m.total_allocated);
@@ -222,6 +223,7 @@ class ColumnarVisitor final : public TraceVisitor {
     b.kind.push_back(uint8_t(kind));
     b.is_async.push_back(s.async_end ? 1 : 0);
     b.recursive.push_back(recursive ? 1 : 0);
+    b.host.push_back(s.host ? 1 : 0);
     if (++b.rows >= o_.batch_rows) flush();
   }
 

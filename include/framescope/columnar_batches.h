@@ -51,6 +51,9 @@ struct ColumnBatch {
   /// Inside an open event of the same name, kind and asyncness on its thread (a recursive
   /// call): its duration is already in the outer one's, so totals skip it (as key_averages).
   std::vector<uint8_t> recursive;
+  /// Host code (a replay with host marking, ReplayFilter::host_mode: Slice::host); memory rows
+  /// take the flag of the slice they are charged to. All 0 on a replay without marking.
+  std::vector<uint8_t> host;
   std::vector<uint32_t> symbols;  ///< the batch's names: trace symbol indices
   std::vector<std::string> args;  ///< the batch's details as JSON objects
   bool any_cpu_known = false;     ///< some row has cpu_ns >= 0

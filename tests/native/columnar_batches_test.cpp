@@ -6,6 +6,7 @@
 
 #include "framescope/columnar_batches.h"
 #include "framescope/key_averages.h"
+#include "framescope/replay_filter.h"
 #include "test_support.h"
 
 namespace framescope_test {
@@ -109,6 +110,51 @@ TEST_F(ColumnarBatchesTest, TreeKindsOffsetAndArgs) {
   EXPECT_EQ(by_id[5].dur, 0);
   EXPECT_EQ(by_id[0].self, 100 - 50 - 20);
   EXPECT_STREQ(kRowKindNames[uint8_t(RowKind::kMemory)], "memory");
+}
+
+// A source replayed through host marking (what framescope._host_code.host_view(fold=False)
+// gives the batcher).
+class MarkedSource final : public TraceSource {
+ public:
+  MarkedSource(const Trace& t, std::vector<uint8_t> classes) : inner_(t) {
+    filter_.symbol_classes = std::make_shared<const std::vector<uint8_t>>(std::move(classes));
+    filter_.host_mode = ReplayFilter::HostMode::kMark;
+  }
+  uint64_t event_count() const override { return inner_.event_count(); }
+  int64_t time_base_ns() const override { return inner_.time_base_ns(); }
+  void visit(TraceVisitor& v) const override {
+    auto marking = make_filtering_visitor(v, filter_);
+    inner_.visit(*marking);
+  }
+
+ private:
+  MaterializedSource inner_;
+  ReplayFilter filter_;
+};
+
+TEST_F(ColumnarBatchesTest, HostColumnFollowsTheHostClasses) {
+  const Trace t = sample();
+  // f is host code; g (class 2: the standard library) is host when a host frame calls it; the
+  // range r is the program's; m (a mark) has no host flag of its own.
+  std::vector<uint8_t> classes(t.symbols.size(), 0);
+  classes[t.events[0].symbol] = 1;
+  classes[t.events[2].symbol] = 2;
+  std::map<int64_t, uint8_t> host;
+  ColumnarOptions o;
+  write_column_batches(MarkedSource(t, classes), o, [&](ColumnBatch& b) {
+    ASSERT_EQ(b.host.size(), b.rows);
+    for (size_t i = 0; i < b.rows; ++i) host[b.id[i]] = b.host[i];
+  });
+  ASSERT_EQ(host.size(), 6u);
+  EXPECT_EQ(host[0], 1);  // f
+  EXPECT_EQ(host[1], 1);  // f
+  EXPECT_EQ(host[2], 1);  // g called by f
+  EXPECT_EQ(host[3], 0);  // the range r
+  EXPECT_EQ(host[4], 1);  // g called by f
+  // Without marking every row is the program's.
+  write_column_batches(MaterializedSource(t), o, [&](ColumnBatch& b) {
+    for (size_t i = 0; i < b.rows; ++i) EXPECT_EQ(b.host[i], 0);
+  });
 }
 
 TEST_F(ColumnarBatchesTest, SinkErrorEndsTheReplay) {

@@ -120,6 +120,7 @@ void bind_tables(nb::module_& m) {
           d["kind"] = column(held->kind, owner);
           d["is_async"] = column(held->is_async, owner);
           d["recursive"] = column(held->recursive, owner);
+          d["host"] = column(held->host, owner);
           d["symbols"] = texts.of(held->symbols);
           nb::list args;
           for (const std::string& a : held->args) args.append(py_str(a));

@@ -12,8 +12,9 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
         "sql",
         help="run SQL (DuckDB) on a trace, a .parquet file or a dataset directory",
         usage='framescope sql PATH "SELECT ..." [--csv | --json]',
-        description="The table is `events`; views: slices, self_time_by_function, "
-                    "self_time_by_thread, self_time_by_rank, step_times, step_time_by_rank, "
+        description="The table is `events`; views: slices, user_slices (host code left "
+                    "out), self_time_by_function, self_time_by_thread, self_time_by_rank (over "
+                    "user_slices), host_time_by_thread, step_times, step_time_by_rank, "
                     "collectives, collective_time_by_rank; table macros stragglers(pct := 10), "
                     "top_functions(n := 20). See --views and docs/tables.md.",
     )

@@ -52,12 +52,15 @@ def run_stats(path: str) -> dict[str, dict[str, int]]:
         for row in rows:
             add(*row)
         return out
+    from framescope.analysis import _host_code
+    from framescope.analysis._key_average_rows import key_average_rows
     from framescope.profiler._profile import load
 
-    from framescope.analysis._key_average_rows import key_average_rows
-
-    for e in key_average_rows(load(path).trace).rows:
-        add(e.name, e.calls, e.self_ns, e.total_ns, e.cpu_self_ns, e.memory_self)
+    # Host code folded into "[host]" and left out, as the SQL view (user_slices) does.
+    trace = _host_code.host_view(load(path).trace, fold=True)
+    for e in key_average_rows(trace).rows:
+        if not (e.name == _host_code.HOST_ROW and e.category == "python_function"):
+            add(e.name, e.calls, e.self_ns, e.total_ns, e.cpu_self_ns, e.memory_self)
     return out
 
 

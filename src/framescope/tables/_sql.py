@@ -27,7 +27,11 @@ COLLECTIVE_PATTERN = (r"all_?reduce|all_?gather|reduce_?scatter|broadcast|barrie
 VIEWS: dict[str, tuple[str, str]] = {
     "slices": (
         "SELECT * FROM events WHERE kind NOT IN ('instant', 'memory')",
-        "the rows that have a duration (no instants, no memory samples)"),
+        "the rows that have a duration (no instants, no memory samples), host code included"),
+    "user_slices": (
+        "SELECT * FROM slices WHERE host IS NOT TRUE",
+        "the slices of the program: host code (Jupyter/IPython, pytest, framescope, runpy...) "
+        "left out, as summaries and key_averages() leave it out"),
     "self_time_by_function": (
         """SELECT name, kind, is_async, any_value(file) AS file, any_value(line) AS line,
                   count(*) AS calls, CAST(sum(self_ns) AS BIGINT) AS self_ns,
@@ -36,23 +40,29 @@ VIEWS: dict[str, tuple[str, str]] = {
                   CAST(sum(cpu_ns) FILTER (WHERE NOT recursive) AS BIGINT) AS cpu_ns,
                   CAST(sum(alloc_self_bytes) AS BIGINT) AS alloc_self_bytes,
                   CAST(coalesce(sum(alloc_bytes) FILTER (WHERE NOT recursive), 0) AS BIGINT) AS alloc_bytes
-           FROM slices GROUP BY name, kind, is_async ORDER BY self_ns DESC, name""",
+           FROM user_slices GROUP BY name, kind, is_async ORDER BY self_ns DESC, name""",
         "per function or range: calls, self and total time (recursive calls counted once), "
-        "CPU time, bytes allocated: what key_averages() gives"),
+        "CPU time, bytes allocated, host code left out: what key_averages() gives"),
     "self_time_by_thread": (
         """SELECT rank, pid, tid, any_value(thread_name) AS thread_name, name, kind,
                   count(*) AS calls, CAST(sum(self_ns) AS BIGINT) AS self_ns,
                   CAST(coalesce(sum(dur_ns) FILTER (WHERE NOT recursive), 0) AS BIGINT) AS total_ns,
                   CAST(sum(cpu_self_ns) AS BIGINT) AS cpu_self_ns
-           FROM slices GROUP BY rank, pid, tid, name, kind
+           FROM user_slices GROUP BY rank, pid, tid, name, kind
            ORDER BY rank, pid, tid, self_ns DESC""",
         "the same per thread (rank, pid, tid)"),
     "self_time_by_rank": (
         """SELECT rank, name, kind, count(*) AS calls, CAST(sum(self_ns) AS BIGINT) AS self_ns,
                   CAST(coalesce(sum(dur_ns) FILTER (WHERE NOT recursive), 0) AS BIGINT) AS total_ns,
                   CAST(sum(cpu_self_ns) AS BIGINT) AS cpu_self_ns
-           FROM slices GROUP BY rank, name, kind ORDER BY rank, self_ns DESC""",
+           FROM user_slices GROUP BY rank, name, kind ORDER BY rank, self_ns DESC""",
         "the same per rank"),
+    "host_time_by_thread": (
+        """SELECT rank, pid, tid, any_value(thread_name) AS thread_name, count(*) AS calls,
+                  CAST(sum(self_ns) AS BIGINT) AS self_ns,
+                  CAST(sum(cpu_self_ns) AS BIGINT) AS cpu_self_ns
+           FROM slices WHERE host GROUP BY rank, pid, tid ORDER BY rank, pid, tid""",
+        "per thread: the self time of host code (the [host] row summaries fold it into)"),
     "step_times": (
         r"""SELECT rank, pid, tid, name AS step,
                   CAST(regexp_extract(name, '#(\d+)', 1) AS BIGINT) AS step_number,
@@ -153,11 +163,15 @@ def connect(path: str | os.PathLike[str], memory_limit: str | None = None
         if memory_limit:
             con.execute(f"SET memory_limit = {_quote(memory_limit)}")
         try:
-            con.execute(f"CREATE VIEW events AS SELECT * FROM {source_sql(p)}")
-            con.execute("SELECT * FROM events LIMIT 0")
+            source = source_sql(p)
+            con.execute(f"CREATE VIEW events AS SELECT * FROM {source}")
+            columns = {r[0] for r in con.execute("DESCRIBE events").fetchall()}
         except duckdb.Error as exc:
             raise ValueError(f"{os.fspath(path)!r} cannot be read as a table: "
                              f"{str(exc).splitlines()[0]}") from None
+        if "host" not in columns:
+            # Files written before the host column: nothing is known to be host code.
+            con.execute(f"CREATE OR REPLACE VIEW events AS SELECT *, false AS host FROM {source}")
         for name, (view, _) in VIEWS.items():
             con.execute(f"CREATE VIEW {name} AS {view}")
         for _, (macro, _) in MACROS.items():
@@ -171,8 +185,9 @@ def sql(path: str | os.PathLike[str], query: str,
     as a pandas DataFrame (``result="arrow"``: a pyarrow Table).
 
     The table is ``events`` (one row per slice, instant and memory sample; columns in
-    docs/tables.md); views: ``slices``, ``self_time_by_function``, ``self_time_by_thread``,
-    ``self_time_by_rank``, ``step_times``, ``step_time_by_rank``, ``collectives``,
+    docs/tables.md); views: ``slices``, ``user_slices`` (host code left out),
+    ``self_time_by_function``, ``self_time_by_thread``, ``self_time_by_rank`` (over
+    ``user_slices``), ``host_time_by_thread``, ``step_times``, ``step_time_by_rank``, ``collectives``,
     ``collective_time_by_rank``; table macros ``stragglers(pct := 10)`` and
     ``top_functions(n := 20)``.
 
