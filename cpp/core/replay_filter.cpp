@@ -1,4 +1,4 @@
-// cpp/analysis/replay_filter.cpp: leaves short (min_duration_ns) and deep (max_depth) slices
+// cpp/core/replay_filter.cpp: the replay-time filter: leaves short (min_duration_ns) and deep (max_depth) slices
 // out of a replay, renumbering what is kept, and marks or folds host code (HostVisitor).
 //
 // Streaming, with a delay: whether a slice is kept is known only at its end (its duration), and
