@@ -22,20 +22,11 @@ Trace handmade(int64_t pid = 1) {
   uint32_t root = t.intern(sym("root"));
   uint32_t child = t.intern(sym("child"));
   uint32_t grand = t.intern(sym("grandchild"));
-  auto ev = [](int64_t start, int64_t dur, int64_t parent, uint32_t symbol, uint32_t depth) {
-    TraceEvent e;
-    e.start_ns = start;
-    e.dur_ns = dur;
-    e.parent = parent;
-    e.symbol = symbol;
-    e.depth = depth;
-    e.category = EventCategory::kCpuOp;
-    return e;
-  };
-  t.events.push_back(ev(0, 100, -1, root, 0));
-  t.events.push_back(ev(10, 30, 0, child, 1));
-  t.events.push_back(ev(20, 10, 1, grand, 2));
-  t.events.push_back(ev(200, 50, -1, root, 0));
+  const EventCategory op = EventCategory::kCpuOp;
+  t.events.push_back(ev(0, 100, -1, root, 0, op));
+  t.events.push_back(ev(10, 30, 0, child, 1, op));
+  t.events.push_back(ev(20, 10, 1, grand, 2, op));
+  t.events.push_back(ev(200, 50, -1, root, 0, op));
   t.start_ns = 0;
   t.stop_ns = 300;
   return t;
