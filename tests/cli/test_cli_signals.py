@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 from collections.abc import Iterator
 from importlib import metadata
@@ -17,18 +16,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.programs import FORK_OUTLIVES_PARENT, LOOP, as_from_a_terminal, write
 from tests.support.trace_checker import check_trace, load_trace
 
 
 def framescope_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "framescope", "run", *args]
-
-
-def _default_signals() -> None:
-    # A shell that runs the suite in the background leaves SIGINT ignored, nohup SIGHUP, and a
-    # child inherits that (python then never raises KeyboardInterrupt): start it as a terminal would.
-    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_DFL)
 
 
 @pytest.fixture
@@ -39,7 +32,7 @@ def spawn() -> Iterator[Any]:
 
     def start(cmd: list[str], cwd: Path) -> subprocess.Popen[str]:
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, preexec_fn=_default_signals)
+                                text=True, preexec_fn=as_from_a_terminal)
         watchdog = threading.Timer(120, proc.kill)
         watchdog.start()
         started.append((proc, watchdog))
@@ -53,28 +46,9 @@ def spawn() -> Iterator[Any]:
             proc.communicate()
 
 
-def write(path: Path, code: str) -> Path:
-    path.write_text(textwrap.dedent(code))
-    return path
-
-
 def names_in(path: Path) -> set[str]:
     slices = check_trace(load_trace(str(path)))
     return {e["name"] for evs in slices.values() for e in evs}
-
-
-LOOP = """
-    import sys, time
-
-    def work():
-        return sum(range(1000))
-
-    work()
-    print("ready", flush=True)
-    while True:
-        work()
-        time.sleep(0.001)
-"""
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
@@ -301,21 +275,8 @@ def test_version_is_the_package_version() -> None:
 def test_a_forked_child_does_not_overwrite_the_trace(tmp_path: Path) -> None:
     """A child the program forks inherits framescope's exit hook; when it exits after the parent,
     it must not replace the parent's trace with its own."""
-    write(tmp_path / "forks.py", """
-        import os, sys, time
+    write(tmp_path / "forks.py", FORK_OUTLIVES_PARENT)
 
-        def parent_work():
-            return 1
-
-        def child_work():
-            return 2
-
-        if os.fork() == 0:
-            time.sleep(0.5)  # outlives the parent
-            child_work()
-            sys.exit(0)
-        parent_work()
-    """)
     # --no-follow: followed, the child's part would be merged in as a process of its own
     # (tests/processes/test_follow.py); here the child only inherits the exit hook.
     out = subprocess.run(framescope_cmd("--no-follow", "-o", "t.json", "forks.py"), cwd=tmp_path,

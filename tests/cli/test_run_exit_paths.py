@@ -5,7 +5,6 @@ on one line (never a traceback at exit), and SIGQUIT writes the trace as SIGTERM
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.programs import LOOP, as_from_a_terminal
 from tests.support.trace_checker import check_trace, load_trace
 
 WORK = """
@@ -89,30 +89,12 @@ def test_children_folder_removed_during_the_run(tmp_path: Path) -> None:
     assert any(str(n).endswith("work") for n in names)
 
 
-LOOP = """
-import time
-def work():
-    return sum(range(1000))
-work()
-print("ready", flush=True)
-while True:
-    work()
-    time.sleep(0.001)
-"""
-
-
-def _terminal_like() -> None:
-    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
-        signal.signal(signum, signal.SIG_DFL)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file from SIGQUIT
-
-
 def test_sigquit_writes_the_trace_then_ends_as_sigquit(tmp_path: Path) -> None:
     (tmp_path / "loop.py").write_text(LOOP)
     proc = subprocess.Popen([sys.executable, "-m", "framescope", "run", "--limit", "0",
                              "--no-follow", "-o", "t.json", "loop.py"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_terminal_like)
+                            preexec_fn=as_from_a_terminal)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
@@ -125,7 +107,7 @@ def test_sigquit_writes_the_trace_then_ends_as_sigquit(tmp_path: Path) -> None:
     assert proc.returncode == -signal.SIGQUIT, err  # as python without framescope
     assert "trace written to t.json" in err
     slices = check_trace(load_trace(str(tmp_path / "t.json")))
-    assert any(e["name"] == "loop.py(3): work" for evs in slices.values() for e in evs)
+    assert any(e["name"] == "loop.py(4): work" for evs in slices.values() for e in evs)
 
 
 def test_sigquit_can_still_be_the_dump_signal(tmp_path: Path) -> None:
@@ -135,7 +117,7 @@ def test_sigquit_can_still_be_the_dump_signal(tmp_path: Path) -> None:
         "import os, signal\nos.kill(os.getpid(), signal.SIGQUIT)\nprint('still running')\n")
     out = subprocess.run([sys.executable, "-m", "framescope", "run", "--dump-on", "SIGQUIT",
                           "--limit", "0", "--no-follow", "-o", "t.json", "p.py"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120, preexec_fn=_terminal_like)
+                         capture_output=True, text=True, timeout=120, preexec_fn=as_from_a_terminal)
     assert out.returncode == 0, out.stderr
     assert "still running" in out.stdout
     assert (tmp_path / "t.dump1.json").exists() and (tmp_path / "t.json").exists()

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,17 +18,13 @@ import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from tests.support import perfetto_reader
+from tests.support.programs import FORK_OUTLIVES_PARENT, write
 
 def framescope_run(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env.pop("FRAMESCOPE_FOLLOW", None)
     return subprocess.run([sys.executable, "-m", "framescope", "run", "--limit", "0", *args],
                           capture_output=True, text=True, cwd=tmp_path, timeout=timeout, env=env)
-
-
-def write(path: Path, code: str) -> Path:
-    path.write_text(textwrap.dedent(code))
-    return path
 
 
 def process_names(path: Path) -> dict[int, str]:
@@ -402,21 +397,8 @@ def test_child_still_running_at_the_end_gets_a_warning(tmp_path: Path) -> None:
 
 def test_forked_child_that_outlives_the_parent_is_merged_as_its_own_process(tmp_path: Path) -> None:
     # GIVEN a forked child that ends half a second after the parent (within the parent's wait)
-    write(tmp_path / "forks.py", """
-        import os, sys, time
+    write(tmp_path / "forks.py", FORK_OUTLIVES_PARENT)
 
-        def parent_work():
-            return 1
-
-        def child_work():
-            return 2
-
-        if os.fork() == 0:
-            time.sleep(0.5)
-            child_work()
-            sys.exit(0)
-        parent_work()
-    """)
     r = framescope_run(tmp_path, "-o", "t.json", "forks.py")
     assert r.returncode == 0, r.stderr
     assert "missing" not in r.stderr, r.stderr

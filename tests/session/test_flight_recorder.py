@@ -14,6 +14,7 @@ import pytest
 
 import framescope
 from framescope.flight_recorder import dump_path, parse_signal
+from tests.support.programs import RECORDING_ON_SIGUSR1
 from tests.support.trace_checker import check_trace, load_trace
 
 
@@ -177,16 +178,7 @@ def test_cli_dump_on_signal_and_unhandled_exceptions(tmp_path: Path) -> None:
     check_trace(final)
 
 
-SIGNAL_DURING_DUMP = """
-import os, signal
-import framescope
-from framescope.flight_recorder import FlightRecorder
-
-prof = framescope.profile(on_limit="keep_newest", memory_limit="1MiB")
-recorder = FlightRecorder(prof, "t.json", "chrome", signal.SIGUSR1)
-recorder.install()
-prof.start()
-real_dump = prof.dump
+SIGNAL_DURING_DUMP = RECORDING_ON_SIGUSR1 + """
 
 def dump_and_signal_again(path, format=None):
     os.kill(os.getpid(), signal.SIGUSR1)  # its handler runs at the next bytecode: in this dump

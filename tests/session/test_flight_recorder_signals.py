@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.support.programs import RECORDING_ON_SIGUSR1
 from tests.support.trace_checker import check_trace, load_trace
 
 PROGRAM = """
@@ -74,16 +75,7 @@ def test_a_signal_storm_neither_nests_dumps_nor_kills_the_run(tmp_path: Path) ->
     check_trace(load_trace(str(dumps[-1])))
 
 
-NESTED = """
-import os, signal
-import framescope
-from framescope.flight_recorder import FlightRecorder
-
-prof = framescope.profile(on_limit="keep_newest", memory_limit="1MiB")
-recorder = FlightRecorder(prof, "t.json", "chrome", signal.SIGUSR1)
-recorder.install()
-prof.start()
-real_dump = prof.dump
+NESTED = RECORDING_ON_SIGUSR1 + """
 depth = 0
 deepest = 0
 
