@@ -37,6 +37,8 @@ import threading
 import time
 from pathlib import Path
 
+from _results import machine_info, write_results  # bench/_results.py (this script's directory)
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "attach.json"
 
@@ -290,18 +292,14 @@ def main() -> None:
     print(f"loop rate after detach / before attach:             "
           f"{figures['after_vs_before']:.3f}   (target 0.98-1.02; against the control; "
           f"{figures['after_vs_before_uncorrected']:.3f} uncorrected)")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
+    write_results(RESULTS, {
+        "machine": machine_info(),
         "load_average_before": load_before,
         "load_average_after": load_after,
         "phase_seconds": args.phase,
         "figures": figures,
         "runs": runs,
-    }, indent=2) + "\n")
-    print(f"written to {RESULTS.relative_to(ROOT)}")
+    })
 
 
 if __name__ == "__main__":

@@ -17,15 +17,15 @@ depend on the machine (and its load); compare ratios from one run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+from _results import machine_info, write_results  # bench/_results.py (this script's directory)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "follow.json"
@@ -91,18 +91,14 @@ def main() -> None:
                     - results["children"]["framescope run --no-follow"]) / args.children * 1e3
     print(f"following costs {per_child_ms:.0f} ms per short child "
           "(import framescope, start, stop, save, merge)")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
+    write_results(RESULTS, {
+        "machine": machine_info(),
         "load_average": os.getloadavg(),
         "repeat": args.repeat,
         "children": args.children,
         "best_seconds": results,
         "follow_ms_per_child": per_child_ms,
-    }, indent=2) + "\n")
-    print(f"written to {RESULTS.relative_to(ROOT)}")
+    })
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
+from _results import write_results  # bench/_results.py (this script's directory)
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(BENCH_DIR, "results", "record_function.json")
 TARGET_NS_SESSION = 300.0  # framescope range with a session
@@ -239,10 +241,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(report(label, path, results) + "\n", flush=True)
     out["machine"]["loadavg_end"] = os.getloadavg()
     print(f"load average at start {load_start}, at end {out['machine']['loadavg_end']}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {args.output}")
+    write_results(args.output, out)
     return 0
 
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import statistics
 import sys
 import time
 from typing import Any, Callable
+
+from _results import write_results  # bench/_results.py (this script's directory)
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(BENCH_DIR, "results", "torch_ops.json")
@@ -224,10 +225,7 @@ def main() -> int:
                 "(framescope's replay, torch's post-processing)",
         "results": results,
     }
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(doc, f, indent=2)
-    print(f"\nwritten to {args.output}")
+    write_results(args.output, doc)
     return 0
 
 

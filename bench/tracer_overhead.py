@@ -16,7 +16,6 @@ import importlib
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(BENCH_DIR, "results", "tracer_overhead.json")
 sys.path.insert(0, BENCH_DIR)
 
+from _results import machine_info, write_results  # noqa: E402,F401  (to.write_results, to.machine_info)
 from workloads import ALL as ALL_WORKLOADS  # noqa: E402
 from workloads import EXTRA as EXTRA_WORKLOADS  # noqa: E402
 from workloads import REAL as REAL_WORKLOADS  # noqa: E402
@@ -327,30 +327,6 @@ def run_json_worker(cmd: list[str], timeout: float) -> dict[str, Any]:
         return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
     result: dict[str, Any] = json.loads(lines[-1])
     return result
-
-
-def write_results(path: str, doc: dict[str, Any]) -> None:
-    """Writes a benchmark's results (JSON) to `path`, creating its directory."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-    print(f"wrote {path}")
-
-
-def machine_info() -> dict[str, Any]:
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {
-        "node": platform.node(),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "kernel": platform.release(),
-        "loadavg_start": os.getloadavg(),
-    }
 
 
 def collect(pythons: list[Interpreter], workloads: list[str], configs: list[str], runs: int,

@@ -35,9 +35,9 @@ recap=()
 step() { printf '\n=== %s ===\n' "$*"; }
 
 # ---- system packages ------------------------------------------------------------------------
-# chromium: tests/test_report.py loads the HTML report in headless Chromium (on 3.11)
-# openmpi-bin, libopenmpi-dev: tests/test_launchers.py runs a two-rank mpi4py job (on 3.11)
-# gdb: tests/test_attach.py attaches to running processes with it (every version); util-linux's
+# chromium: tests/export/test_report.py loads the HTML report in headless Chromium (on 3.11)
+# openmpi-bin, libopenmpi-dev: tests/processes/test_launchers.py runs a two-rank mpi4py job (on 3.11)
+# gdb: tests/attach/test_attach.py attaches to running processes with it (every version); util-linux's
 # setpriv runs a process as another user there
 apt_packages=(build-essential cmake ninja-build zlib1g-dev libgtest-dev libbenchmark-dev chromium
               openmpi-bin libopenmpi-dev gdb util-linux)

@@ -381,63 +381,38 @@ std::vector<RawEvent> ThreadBuffer::restart_in_fork_child(uint64_t fork_ticks,
   return closes;
 }
 
-uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) noexcept {
-  uint64_t index;
+template <class Records, class Record>
+uint64_t ThreadBuffer::append_side(uint64_t ticks, EventKind kind, Records& records,
+                                   const uint64_t& base, Record&& record) noexcept {
   if (counting_only_) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return kDroppedSeq;
   }
+  uint64_t index;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (full_ || detached_) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return kDroppedSeq;
     }
-    index = details_base_ + details_.size();
-    const int64_t bytes = bytes_of(detail);
-    details_.push_back(std::move(detail));
+    index = base + records.size();
+    const int64_t bytes = bytes_of(record);
+    records.push_back(std::forward<Record>(record));
     session_->charge(bytes);
   }
-  return append(ticks, pack_word(EventKind::kRangeBeginSide, index));
+  return append(ticks, pack_word(kind, index));
+}
+
+uint64_t ThreadBuffer::append_range_detail(uint64_t ticks, RangeDetail detail) noexcept {
+  return append_side(ticks, EventKind::kRangeBeginSide, details_, details_base_, std::move(detail));
 }
 
 uint64_t ThreadBuffer::append_mark(uint64_t ticks, std::string name) noexcept {
-  uint64_t index;
-  if (counting_only_) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    return kDroppedSeq;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (full_ || detached_) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return kDroppedSeq;
-    }
-    index = strings_base_ + strings_.size();
-    const int64_t bytes = bytes_of(name);
-    strings_.push_back(std::move(name));
-    session_->charge(bytes);
-  }
-  return append(ticks, pack_word(EventKind::kMark, index));
+  return append_side(ticks, EventKind::kMark, strings_, strings_base_, std::move(name));
 }
 
 uint64_t ThreadBuffer::append_memory(uint64_t ticks, const MemoryRecord& rec) noexcept {
-  uint64_t index;
-  if (counting_only_) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    return kDroppedSeq;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (full_ || detached_) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return kDroppedSeq;
-    }
-    index = memory_base_ + memory_.size();
-    memory_.push_back(rec);
-    session_->charge(bytes_of(rec));
-  }
-  return append(ticks, pack_word(EventKind::kMemory, index));
+  return append_side(ticks, EventKind::kMemory, memory_, memory_base_, rec);
 }
 
 ThreadBuffer::Snapshot ThreadBuffer::snapshot() const {

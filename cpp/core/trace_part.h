@@ -111,7 +111,7 @@ struct RecordedKeys;
 
 /// Builds a part from a stopped session's events (consumes `raw`), resolving every key its slots
 /// refer to, and the keys in `more` (slots written to a stream), with `resolver`. Threads whose
-/// OS id is in `names` get that name. Defined in replay.cpp.
+/// OS id is in `names` get that name. Defined in part_builder.cpp.
 std::shared_ptr<TracePart> build_part(RawTrace&& raw, const KeyResolver& resolver,
                                       const std::vector<std::pair<uint64_t, std::string>>& names,
                                       const RecordedKeys* more = nullptr);

@@ -59,7 +59,7 @@ void reset(ColumnBatch& b, size_t n) {
 // duration less the direct children's, a range outliving the frame it began in is handed to
 // the frame's parent at the frame's end, async ranges have no self time, memory samples are
 // charged to the innermost open slice of their thread. So that SQL over the rows gives the same
-// self and total times as key_averages() (tests/test_tables.py checks it).
+// self and total times as key_averages() (tests/tables/test_tables.py checks it).
 class ColumnarVisitor final : public TraceVisitor {
  public:
   ColumnarVisitor(const ColumnarOptions& o, const std::function<void(ColumnBatch&)>& sink)

@@ -24,6 +24,24 @@ namespace {
   throw OutputError("framescope: " + what + " '" + path + "': " + std::strerror(err), err, path);
 }
 
+// Writes all `size` bytes to `fd`, at `position` (pwrite) when `at`, else where the file
+// stands, advancing `position` by what each write took; retries after EINTR. A write that
+// takes nothing (a full device) fails as ENOSPC rather than looping.
+void write_fully(int fd, const char* data, size_t size, const std::string& path, bool at,
+                 uint64_t& position) {
+  while (size > 0) {
+    const ssize_t n = at ? ::pwrite(fd, data, size, off_t(position)) : ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("failed writing", path, errno);
+    }
+    if (n == 0) throw_errno("failed writing", path, ENOSPC);
+    data += n;
+    size -= size_t(n);
+    position += uint64_t(n);
+  }
+}
+
 // A temporary file next to `path`, renamed over it by commit(). Until then `path` is untouched,
 // so a failed or abandoned write never leaves a truncated file (and keeps an older one).
 class AtomicFile final : public SeekableOutput {
@@ -53,31 +71,13 @@ class AtomicFile final : public SeekableOutput {
     }
   }
   void write(const char* data, size_t size) override {
-    while (size > 0) {
-      const ssize_t n = ::write(fd_, data, size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw_errno("failed writing", path_, errno);
-      }
-      data += n;
-      size -= size_t(n);
-      written_ += uint64_t(n);
-    }
+    write_fully(fd_, data, size, path_, false, written_);
   }
   void write_at(uint64_t offset, const char* data, size_t size) override {
     if (offset > written_ || size > written_ - offset) {
       throw OutputError("framescope: write_at past the end of '" + path_ + "'", 0, path_);
     }
-    while (size > 0) {
-      const ssize_t n = ::pwrite(fd_, data, size, off_t(offset));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw_errno("failed writing", path_, errno);
-      }
-      data += n;
-      size -= size_t(n);
-      offset += uint64_t(n);
-    }
+    write_fully(fd_, data, size, path_, true, offset);
   }
   uint64_t size() const noexcept override { return written_; }
   void commit() override {
@@ -122,17 +122,7 @@ class DirectFile final : public SeekableOutput {
     if (fd_ >= 0) ::close(fd_);
   }
   void write(const char* data, size_t size) override {
-    while (size > 0) {
-      const ssize_t n = ::write(fd_, data, size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw_errno("failed writing", path_, errno);
-      }
-      if (n == 0) throw_errno("failed writing", path_, ENOSPC);
-      data += n;
-      size -= size_t(n);
-      written_ += uint64_t(n);
-    }
+    write_fully(fd_, data, size, path_, false, written_);
   }
   void write_at(uint64_t, const char*, size_t) override {
     throw OutputError("framescope: cannot write back into '" + path_ + "': not a regular file",

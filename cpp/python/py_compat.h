@@ -171,7 +171,7 @@ inline bool frame_is_resumed(FsFrame* f) noexcept {
 /// without a hook does not (it is inlined then): _PyEval_EvalFrameDefault takes
 /// PY_EVAL_C_STACK_UNITS (2) on 3.12 and 3.13. Measured by tests/test_deep_recursion.py. The hook
 /// hands it back around the default evaluation and guards the real C stack itself (see
-/// tracer/frame_hook.cpp). Measured by tests/test_robustness.py (deep recursion).
+/// tracer/frame_hook.cpp). Measured by tests/tracer/test_robustness.py (deep recursion).
 #if FS_PY312
 constexpr int kCRecursionPerHookedCall = 2;
 inline int& c_recursion_remaining(PyThreadState* ts) noexcept { return ts->c_recursion_remaining; }

@@ -78,6 +78,11 @@ struct KeyAverages {
 /// would: its time leaves the frame's self time).
 KeyAverages compute_key_averages(const TraceSource& source, const KeyAverageOptions& options = {});
 
+/// Per-symbol call counts, inclusive and self time of a replay (`symbol_count` symbols), sorted
+/// by self time (descending): compute_key_averages' accounting summed per symbol, the one
+/// definition of self and total time (cpp/analysis/symbol_stats.cpp).
+std::vector<SymbolStats> compute_stats(const TraceSource& source, size_t symbol_count);
+
 /// torch's str() of a range's inputs as shapes: "[[2, 3], [], [4]]" (non-shape inputs as []).
 std::string format_input_shapes(const std::vector<RangeInput>& inputs);
 

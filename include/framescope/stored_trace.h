@@ -167,8 +167,4 @@ class ReplayCursor {
   std::unique_ptr<State> state_;
 };
 
-/// Per-symbol call counts, inclusive and self time of a replay, sorted by self time
-/// (descending), with Trace::stats()'s meaning.
-std::vector<SymbolStats> compute_stats(const TraceSource& source, size_t symbol_count);
-
 }  // namespace framescope

@@ -137,13 +137,8 @@ class Trace {
   /// Appends the events of another trace (e.g. from another process) keeping their pids and
   /// shifting their times by `offset_ns`. Symbols are re-interned.
   void merge(const Trace& other, int64_t offset_ns = 0);
-  /// Per-symbol call counts, inclusive and self time, sorted by self time (descending).
-  std::vector<SymbolStats> stats() const;
-  /// Compact binary form, for shipping a trace between processes. `deserialize` throws
-  /// std::runtime_error on malformed input (bad magic, truncation, out-of-range references,
-  /// times beyond +-2^62 ns, durations below -1).
-  std::string serialize() const;
-  static Trace deserialize(std::string_view bytes);
+  // Per-symbol statistics: compute_stats(MaterializedSource(trace), ...) (framescope/
+  // key_averages.h), the one accounting. The binary form is StoredTrace's (.fstrace).
 
  private:
   std::unordered_map<std::string, uint32_t> symbol_index_;

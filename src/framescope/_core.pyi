@@ -320,7 +320,7 @@ def _torch_ops_enable(record_inputs: bool, /) -> None:
 def _torch_ops_disable() -> None:
     """Removes the observer (idempotent)."""
 
-# --- torch's tensor memory (cpp/python/integrations/torch_memory.cpp; framescope._torch_memory)
+# --- torch's tensor memory (cpp/python/integrations/torch_memory.cpp; framescope.integrations._torch_memory)
 
 def _torch_memory_attach() -> str:
     """Finds c10's ThreadLocalDebugInfo functions in the loaded torch: the library path.

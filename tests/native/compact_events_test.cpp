@@ -19,19 +19,6 @@ using internal::ThreadBuffer;
 
 class CompactEventsTest : public CoreTest {};
 
-// Python keys of the fake "code objects" f0, f1, ...: any value works, the resolver names them.
-constexpr uint64_t kKeyBase = 0x5000;
-
-KeyResolver fake_python_resolver() {
-  KeyResolver r;
-  r.python = [](uint64_t key, Symbol& out) {
-    if (key < kKeyBase) return false;
-    out.name = "f" + std::to_string(key - kKeyBase);
-    out.function = out.name;
-    return true;
-  };
-  return r;
-}
 
 struct Recorder {
   ThreadBuffer* buffer = nullptr;

@@ -93,19 +93,8 @@ TEST_F(KeepNewestTest, RangesStillOpenAtStopStayOpen) {
   for (size_t i : find_events(t, "old")) EXPECT_EQ(ancestors(t, i).back(), "open_at_stop");
 }
 
-// Python calls as the extension records them: compact 8-byte events with fake keys.
-constexpr uint64_t kKeyBase = 0x5000;
-
-KeyResolver fake_python_resolver() {
-  KeyResolver r;
-  r.python = [](uint64_t key, Symbol& out) {
-    if (key < kKeyBase) return false;
-    out.name = "f" + std::to_string(key - kKeyBase);
-    out.function = out.name;
-    return true;
-  };
-  return r;
-}
+// Python calls as the extension records them: compact 8-byte events with fake keys (kKeyBase,
+// fake_python_resolver: test_support.h).
 
 TEST_F(KeepNewestTest, PythonCallsEnclosingTheWindowAndClosesOfPreexistingFrames) {
   SessionConfig cfg = flight_recorder(2);

@@ -37,6 +37,22 @@ inline TraceEvent ev(int64_t start, int64_t dur, int64_t parent, uint32_t symbol
   return e;
 }
 
+/// Python keys of fake "code objects" f0, f1, ... (compact events): any value works, the
+/// resolver names them.
+constexpr uint64_t kKeyBase = 0x5000;
+
+/// Names the fake keys kKeyBase + i "f<i>".
+inline KeyResolver fake_python_resolver() {
+  KeyResolver r;
+  r.python = [](uint64_t key, Symbol& out) {
+    if (key < kKeyBase) return false;
+    out.name = "f" + std::to_string(key - kKeyBase);
+    out.function = out.name;
+    return true;
+  };
+  return r;
+}
+
 /// Leaves the process-wide state clean after each test: no session, no callbacks.
 class CoreTest : public ::testing::Test {
  protected:

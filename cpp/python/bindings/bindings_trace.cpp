@@ -11,6 +11,7 @@
 
 #include "bindings/arg_checks.h"
 #include "bindings/trace_handle.h"
+#include "framescope/key_averages.h"
 #include "framescope/writers.h"
 
 namespace nb = nanobind;

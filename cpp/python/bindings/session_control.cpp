@@ -13,10 +13,10 @@
 #include <memory>
 
 #include "bindings/trace_handle.h"
+#include "framescope/internal/thread_buffer.h"
 #include "framescope/session.h"
 #include "framescope/stored_trace.h"
 #include "py_text.h"
-#include "session_impl.h"
 #include "tracer/initial_frames_api.h"
 #include "tracer/memory_hooks.h"
 #include "tracer/thread_names.h"

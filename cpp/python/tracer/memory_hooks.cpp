@@ -92,6 +92,14 @@ bool ours_in_chain(const Domain& d) {
   return g_probe_hit;
 }
 
+// Puts our counting allocator in front of the domain's current one (which it calls).
+void wrap_allocator(Domain& d) {
+  PyMem_GetAllocator(d.domain, &d.previous);
+  d.ours = PyMemAllocatorEx{&d, counting_malloc, counting_calloc, counting_realloc, counting_free};
+  PyMem_SetAllocator(d.domain, &d.ours);
+  d.installed = true;
+}
+
 }  // namespace
 
 void memory_hooks_start(uint64_t epoch) {
@@ -99,11 +107,7 @@ void memory_hooks_start(uint64_t epoch) {
     // Still in the chain from an earlier session: counting resumes through it. (Wrapping again
     // would overwrite `previous`, which the wrapper in the chain calls: a loop.)
     if (d.installed && ours_in_chain(d)) continue;
-    PyMem_GetAllocator(d.domain, &d.previous);
-    d.ours =
-        PyMemAllocatorEx{&d, counting_malloc, counting_calloc, counting_realloc, counting_free};
-    PyMem_SetAllocator(d.domain, &d.ours);
-    d.installed = true;
+    wrap_allocator(d);
   }
   g_counting_epoch.store(epoch, std::memory_order_relaxed);
   g_memory_tracking = true;
@@ -139,11 +143,7 @@ bool memory_hooks_rearm() {
   bool rearmed = false;
   for (Domain& d : g_domains) {
     if (d.installed && ours_in_chain(d)) continue;
-    PyMem_GetAllocator(d.domain, &d.previous);
-    d.ours =
-        PyMemAllocatorEx{&d, counting_malloc, counting_calloc, counting_realloc, counting_free};
-    PyMem_SetAllocator(d.domain, &d.ours);
-    d.installed = true;
+    wrap_allocator(d);
     rearmed = true;
   }
   g_counting_epoch.store(epoch, std::memory_order_relaxed);

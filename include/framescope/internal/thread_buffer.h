@@ -229,6 +229,12 @@ class ThreadBuffer {
   // Releases the side records below `keep` once the chunks referencing them are recycled (under
   // mutex_). O(records released): no scan of the recycled chunk.
   void release_side_records_below(const SideRecordMarks& keep) noexcept;
+  // Keeps `record` in `records` (side records numbered from `base`, under mutex_) and appends
+  // the slot of `kind` that refers to it; dropped as a slot is while only counting, or once
+  // the buffer is full or detached. Defined in thread_buffer.cpp, its only user.
+  template <class Records, class Record>
+  uint64_t append_side(uint64_t ticks, EventKind kind, Records& records, const uint64_t& base,
+                       Record&& record) noexcept;
   // What side records cost against the session's memory limit (charged while they are here).
   static int64_t bytes_of(const RangeDetail& d) noexcept;
   static int64_t bytes_of(const std::string& s) noexcept;

@@ -65,7 +65,7 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 def _rank_output(opts: argparse.Namespace, output: str, output_format: str,
                  rank: ranks.RankInfo) -> tuple[str, str]:
-    """A rank's own output file (framescope.ranks.rank_output): ``rankN.fstrace`` by default,
+    """A rank's own output file (framescope.processes._ranks.rank_output): ``rankN.fstrace`` by default,
     for ``framescope merge``."""
     if opts.output is None and opts.format is None:
         return ranks.rank_output(None, rank), "fstrace"

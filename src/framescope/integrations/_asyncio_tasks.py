@@ -58,7 +58,7 @@ def install() -> None:
     if asyncio is None:
         return
     # No lock: a session starts one at a time, under the GIL, and a lock held when an interrupt
-    # lands inside start() would never be released (tests/test_interrupts.py).
+    # lands inside start() would never be released (tests/session/test_interrupts.py).
     if "Handle._run" in _installed:
         return
     task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})

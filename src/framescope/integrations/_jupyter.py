@@ -67,7 +67,7 @@ class FramescopeMagics(Magics):
     @line_cell_magic
     def framescope(self, line: str, cell: str | None = None) -> None:
         """Profile a cell (``%%framescope [options]``) or a statement
-        (``%framescope [options] statement``) with framescope. See framescope.jupyter."""
+        (``%framescope [options] statement``) with framescope. See framescope.integrations._jupyter."""
         opts, statement = self.parse_options(
             line, "o:l:s:", "no-stack", "c-calls", "torch-ops", "record-shapes", "show-host",
             posix=False, strict=False,

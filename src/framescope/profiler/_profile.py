@@ -136,7 +136,7 @@ class profile(ProfileResults):
         min_duration_ns: int = 0,
         stream_to: str | os.PathLike[str] | None = None,
         # torch.profiler.profile's other keywords, so that its recipes run unchanged
-        # (framescope._activities.check_torch_only says what each means here):
+        # (framescope.profiler._activities.check_torch_only says what each means here):
         with_modules: bool = False,
         experimental_config: Any = None,
         execution_trace_observer: Any = None,

@@ -1,6 +1,6 @@
 """Datasets: the saved traces of a job's ranks as one Hive-partitioned Parquet table,
 ``DIR/rank=N/part-K.parquet``, every time on the merged clock (the offsets
-``framescope merge`` applies, framescope.merge.clock_offset), readable as one table by DuckDB,
+``framescope merge`` applies, framescope.processes._merge.clock_offset), readable as one table by DuckDB,
 pyarrow.dataset, Dask, Spark and Trino."""
 
 from __future__ import annotations

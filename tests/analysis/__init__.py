@@ -1,0 +1,1 @@
+"""Analysis over stored traces: key_averages and its table."""

@@ -1,0 +1,1 @@
+"""framescope attach: recording a running process through gdb."""

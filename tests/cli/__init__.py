@@ -1,0 +1,1 @@
+"""The command line: framescope run, convert, summary, and how a run ends."""

@@ -1,0 +1,1 @@
+"""framescope.eval_frame: the PEP 523 frame-evaluation API, against torch's where installed."""

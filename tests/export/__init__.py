@@ -1,0 +1,1 @@
+"""Writers and readers of traces: Chrome JSON, Perfetto, pstats, speedscope, the HTML report, .fstrace files."""

@@ -1,0 +1,1 @@
+"""Integrations: torch (drop-in, ops, traces it wrote), Jupyter, the pytest plugin."""

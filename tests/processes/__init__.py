@@ -1,0 +1,1 @@
+"""Several processes: fork, followed children, ranks, launchers and merging."""

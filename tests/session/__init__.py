@@ -1,0 +1,1 @@
+"""The session API: profile, record_function, schedules, the flight recorder, limits, bad arguments, signatures."""

@@ -1,0 +1,1 @@
+"""Traces as tables: Parquet, datasets, SQL (framescope.tables)."""
