@@ -28,28 +28,50 @@ void write_format(ExportFormat format, const TraceSource& source, OutputSink& ou
   throw std::invalid_argument("framescope: unknown export format");
 }
 
+namespace {
+constexpr FormatNames kFormats[] = {
+    {ExportFormat::kChromeJson, "chrome", ".json", {".json", ""}, "json"},
+    {ExportFormat::kPerfetto, "perfetto", ".pftrace", {".pftrace", ".perfetto-trace"}, "pftrace"},
+    {ExportFormat::kPstats, "pstats", ".prof", {".prof", ".pstats"}, "prof"},
+    {ExportFormat::kSpeedscope, "speedscope", ".speedscope.json", {".speedscope.json", ""}, ""},
+    {ExportFormat::kCollapsed, "collapsed", ".collapsed", {".collapsed", ".folded"}, "folded"},
+};
+}  // namespace
+
+const FormatNames* export_formats(size_t* count) {
+  *count = sizeof(kFormats) / sizeof(kFormats[0]);
+  return kFormats;
+}
+
 ExportFormat format_for_path(std::string_view path) {
   std::string_view p = path;
   if (ends_with(p, ".gz")) p = p.substr(0, p.size() - 3);
-  if (ends_with(p, ".speedscope.json")) return ExportFormat::kSpeedscope;
-  if (ends_with(p, ".json")) return ExportFormat::kChromeJson;
-  if (ends_with(p, ".pftrace") || ends_with(p, ".perfetto-trace")) return ExportFormat::kPerfetto;
-  if (ends_with(p, ".prof") || ends_with(p, ".pstats")) return ExportFormat::kPstats;
-  if (ends_with(p, ".collapsed") || ends_with(p, ".folded")) return ExportFormat::kCollapsed;
-  throw std::invalid_argument(
-      "framescope: cannot tell the format from '" + std::string(path) +
-      "': use .json, .json.gz, .pftrace, .speedscope.json, .collapsed, .prof or .pstats "
-      "(or give the format)");
+  const FormatNames* best = nullptr;
+  size_t best_length = 0;
+  std::string endings;
+  for (const FormatNames& f : kFormats) {
+    for (std::string_view suffix : f.suffixes) {
+      if (suffix.empty()) continue;
+      endings += (endings.empty() ? "" : ", ") + std::string(suffix);
+      if (suffix.size() > best_length && ends_with(p, suffix)) {
+        best = &f;
+        best_length = suffix.size();
+      }
+    }
+  }
+  if (best != nullptr) return best->format;
+  throw std::invalid_argument("framescope: cannot tell the format from '" + std::string(path) +
+                              "': use " + endings + " (each may end in .gz), or give the format");
 }
 
 ExportFormat parse_format(std::string_view name) {
-  if (name == "chrome" || name == "json") return ExportFormat::kChromeJson;
-  if (name == "perfetto" || name == "pftrace") return ExportFormat::kPerfetto;
-  if (name == "pstats" || name == "prof") return ExportFormat::kPstats;
-  if (name == "speedscope") return ExportFormat::kSpeedscope;
-  if (name == "collapsed" || name == "folded") return ExportFormat::kCollapsed;
-  throw std::invalid_argument("framescope: unknown format '" + std::string(name) +
-                              "' (chrome, perfetto, pstats, speedscope or collapsed)");
+  std::string names;
+  for (const FormatNames& f : kFormats) {
+    if (name == f.name || (!f.alias.empty() && name == f.alias)) return f.format;
+    names += (names.empty() ? "" : ", ") + std::string(f.name);
+  }
+  throw std::invalid_argument("framescope: unknown format '" + std::string(name) + "' (" + names +
+                              ")");
 }
 
 }  // namespace framescope

@@ -58,12 +58,26 @@ void write_collapsed(const TraceSource& source, OutputSink& out);
 
 /// Writes `format` to `out`.
 void write_format(ExportFormat format, const TraceSource& source, OutputSink& out);
-/// The format a path's extension names (.json/.json.gz -> Chrome JSON, .pftrace/.perfetto-trace
-/// -> Perfetto, .prof/.pstats -> pstats, .speedscope.json -> speedscope, .collapsed/.folded ->
-/// collapsed; a trailing .gz is ignored). Throws std::invalid_argument for other extensions.
+
+/// How a native format is chosen: its canonical name, its default file extension, the file
+/// name endings that pick it (before an optional ".gz") and its other names. Empty strings
+/// fill unused slots.
+struct FormatNames {
+  ExportFormat format;
+  std::string_view name;
+  std::string_view extension;
+  std::string_view suffixes[2];
+  std::string_view alias;
+};
+/// The one table of the native formats' names, in the order the command line lists them
+/// (format_for_path and parse_format read it; Python's format registry reads it through
+/// `_core.export_formats()`). Static storage, never changes: safe from any thread.
+const FormatNames* export_formats(size_t* count);
+/// The format a path's ending names, the longest ending first (.speedscope.json before .json;
+/// a trailing .gz is ignored): see export_formats(). Throws std::invalid_argument for others.
 ExportFormat format_for_path(std::string_view path);
-/// Parses a format name ("chrome", "json", "perfetto", "pftrace", "pstats", "prof",
-/// "speedscope", "collapsed"); throws std::invalid_argument for others.
+/// The format a name or alias names ("chrome"/"json", "perfetto"/"pftrace", "pstats"/"prof",
+/// "speedscope", "collapsed"/"folded"); throws std::invalid_argument for others.
 ExportFormat parse_format(std::string_view name);
 
 }  // namespace framescope

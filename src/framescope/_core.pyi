@@ -243,6 +243,10 @@ _KeyAverageRow = tuple[
     bool, bool, str, int,
 ]
 
+def export_formats() -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+    """The native writers' formats: (name, default extension, file endings, other names)."""
+    ...
+
 def _with_filter(trace: Trace, min_duration_ns: int = 0, max_depth: int = 0) -> Trace:
     """The same events read without slices shorter than ``min_duration_ns`` or deeper than
     ``max_depth`` Python frames (0: no limit); ValueError for a negative duration."""

@@ -323,10 +323,13 @@ def test_chrome_json_parses_and_nests(prof, tmp_path) -> None:
 
 
 def test_native_writers_take_every_name_and_ending_of_the_format_table(prof, tmp_path) -> None:
-    """framescope.export._formats.FORMATS is the one table of formats; the native writers
-    (cpp/export/formats.cpp) choose by name and file ending again: each name, alias and ending
-    the table gives a native format must reach the same writer there."""
+    """framescope.export._formats.FORMATS is the one table of formats, its native part read
+    from the core's own (cpp/export/formats.cpp, _core.export_formats()): each name, alias and
+    ending it gives a native format reaches the same writer when the core chooses by itself."""
+    from framescope import _core
     from framescope.export._formats import FORMATS
+
+    assert [f.name for f in FORMATS[:5]] == [f[0] for f in _core.export_formats()]
 
     native = [f for f in FORMATS if f.name in ("chrome", "perfetto", "pstats", "speedscope",
                                                "collapsed")]

@@ -460,8 +460,22 @@ TEST_F(WritersTest, FormatsByPathAndName) {
   EXPECT_EQ(format_for_path("a.prof"), ExportFormat::kPstats);
   EXPECT_EQ(format_for_path("a.folded"), ExportFormat::kCollapsed);
   EXPECT_THROW(format_for_path("a.txt"), std::invalid_argument);
+  EXPECT_EQ(format_for_path("a.speedscope.json.gz"), ExportFormat::kSpeedscope);
   EXPECT_EQ(parse_format("perfetto"), ExportFormat::kPerfetto);
   EXPECT_THROW(parse_format("excel"), std::invalid_argument);
+  // The table both read: every name, alias and ending reaches its own format.
+  size_t count = 0;
+  const FormatNames* formats = export_formats(&count);
+  ASSERT_EQ(count, 5u);
+  for (size_t i = 0; i < count; ++i) {
+    const FormatNames& f = formats[i];
+    EXPECT_EQ(parse_format(f.name), f.format) << f.name;
+    if (!f.alias.empty()) EXPECT_EQ(parse_format(f.alias), f.format) << f.alias;
+    EXPECT_EQ(format_for_path("x" + std::string(f.extension)), f.format) << f.extension;
+    for (std::string_view suffix : f.suffixes) {
+      if (!suffix.empty()) EXPECT_EQ(format_for_path("x" + std::string(suffix) + ".gz"), f.format);
+    }
+  }
 }
 
 TEST_F(WritersTest, ExtremeHandMadeTracesAreWrittenWithoutOverflow) {

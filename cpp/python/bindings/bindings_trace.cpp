@@ -419,6 +419,24 @@ void bind_trace(nb::module_& m) {
         return out;
       });
   bind_path_fallbacks(trace);
+
+  // The native formats' names, from the core's one table (framescope.export._formats reads it).
+  m.def("export_formats", []() {
+    size_t count = 0;
+    const FormatNames* formats = export_formats(&count);
+    nb::list out;
+    auto text = [](std::string_view s) { return nb::str(s.data(), s.size()); };
+    for (size_t i = 0; i < count; ++i) {
+      const FormatNames& f = formats[i];
+      nb::list suffixes;
+      for (std::string_view s : f.suffixes) {
+        if (!s.empty()) suffixes.append(text(s));
+      }
+      nb::tuple aliases = f.alias.empty() ? nb::make_tuple() : nb::make_tuple(text(f.alias));
+      out.append(nb::make_tuple(text(f.name), text(f.extension), nb::tuple(suffixes), aliases));
+    }
+    return out;
+  });
 }
 
 }  // namespace framescope::py

@@ -21,21 +21,25 @@ class Format(NamedTuple):
     uncompressed: str | None = None  #: why a ``.gz`` name is refused (None: gzip allowed)
 
 
+#: Why a ``.gz`` name is refused, per format that is never compressed.
+_NOT_COMPRESSED = {
+    "pstats": "pstats.Stats reads only uncompressed files",
+    "fstrace": ".fstrace files are not compressed (they are mapped when loaded)",
+    "html": "the HTML report is not compressed (open it in a browser)",
+    "parquet": "Parquet files are compressed inside (zstd)",
+}
 #: The formats, in the order the command line lists them: the one table every chooser reads
 #: (format_name, format_for_path, the CLI's -f choices, the flight recorder's dump names).
-#: The native writers (chrome, perfetto, pstats, speedscope, collapsed) are chosen again by
-#: name in cpp/export/formats.cpp; test_export checks that the two tables agree.
-FORMATS = (
-    Format("chrome", ".json", (".json",), ("json",)),
-    Format("perfetto", ".pftrace", (".pftrace", ".perfetto-trace"), ("pftrace",)),
-    Format("pstats", ".prof", (".prof", ".pstats"), ("prof",),
-           "pstats.Stats reads only uncompressed files"),
-    Format("speedscope", ".speedscope.json", (".speedscope.json",)),
-    Format("collapsed", ".collapsed", (".collapsed", ".folded"), ("folded",)),
-    Format("fstrace", ".fstrace", (".fstrace",), (),
-           ".fstrace files are not compressed (they are mapped when loaded)"),
-    Format("html", ".html", (".html",), (), "the HTML report is not compressed (open it in a browser)"),
-    Format("parquet", ".parquet", (".parquet",), (), "Parquet files are compressed inside (zstd)"),
+#: The native writers' names come from the core's own table (cpp/export/formats.cpp, which
+#: chooses a writer from them when C++ code exports by path); the formats written from
+#: Python (fstrace, html, parquet) follow.
+FORMATS = tuple(
+    Format(name, extension, tuple(suffixes), tuple(aliases), _NOT_COMPRESSED.get(name))
+    for name, extension, suffixes, aliases in _core.export_formats()
+) + (
+    Format("fstrace", ".fstrace", (".fstrace",), (), _NOT_COMPRESSED["fstrace"]),
+    Format("html", ".html", (".html",), (), _NOT_COMPRESSED["html"]),
+    Format("parquet", ".parquet", (".parquet",), (), _NOT_COMPRESSED["parquet"]),
 )
 #: Format names (the CLI's -f choices).
 NAMES = [f.name for f in FORMATS]
@@ -66,9 +70,10 @@ def format_for_path(path: str, format_option: str = "format=") -> str:
     for suffix, name in SUFFIXES:
         if p.endswith(suffix):
             return name
+    endings = [s for f in FORMATS for s in f.suffixes]
     raise ValueError(
-        f"cannot tell the format from {path!r}: use .json, .json.gz, .pftrace, .speedscope.json, "
-        f".collapsed, .prof, .pstats, .fstrace, .html or .parquet, or give {format_option}"
+        f"cannot tell the format from {path!r}: use {', '.join(endings[:-1])} or {endings[-1]} "
+        f"(.gz to compress), or give {format_option}"
     )
 
 
