@@ -8,6 +8,26 @@ from framescope.cli._args import duration_arg, max_depth_arg, memory_limit_arg, 
 from framescope.cli._output import FORMAT_CHOICES
 
 
+def add_summary_options(parser: argparse.ArgumentParser,
+                        limit_help: str = "rows (default: 20; -1: every row)") -> None:
+    """How the summary table is cut and ordered: ``framescope run``'s, attach's and
+    ``framescope summary``'s."""
+    parser.add_argument("--limit", type=int, default=20, help=limit_help)
+    parser.add_argument("--sort", choices=["self", "total", "calls", "on_cpu", "memory"],
+                        default="self",
+                        help="order (default: self time; on_cpu: self time on CPU; memory: "
+                             "bytes allocated, with --profile-memory / profile_memory)")
+    parser.add_argument("--by-thread", action="store_true",
+                        help="one table per thread, in percent of its own time")
+    parser.add_argument("--by-task", action="store_true",
+                        help="one row per asyncio Task: its steps, time running and awaiting, "
+                             "its hottest functions")
+    parser.add_argument("--show-host", action="store_true",
+                        help="list the functions of host code too (a Jupyter kernel, pytest, "
+                             "runpy, framescope; by default their total is one line under the "
+                             "table)")
+
+
 def add_recording_options(run: argparse.ArgumentParser) -> None:
     """The output and recording options of ``framescope run``, shared by ``framescope attach``."""
     run.add_argument("-o", "--output", default=None,
@@ -21,17 +41,8 @@ def add_recording_options(run: argparse.ArgumentParser) -> None:
                      choices=["auto", "frame_hook", "fallback", "sys.monitoring", "setprofile"],
                      help="where Python calls come from (default auto: the PEP 523 frame hook, or "
                           "the fallback when another tool's frame hook is installed)")
-    run.add_argument("--limit", type=int, default=20,
-                     help="rows of the summary (default 20; 0: no summary; -1: every row)")
-    run.add_argument("--sort", choices=["self", "total", "calls", "on_cpu", "memory"], default="self",
-                     help="summary order (default: self time; on_cpu: self time on CPU)")
-    run.add_argument("--by-thread", action="store_true",
-                     help="one summary table per thread, in percent of its own time")
-    run.add_argument("--by-task", action="store_true",
-                     help="one summary row per asyncio Task: its steps, time running and "
-                          "awaiting, its hottest functions")
-    run.add_argument("--show-host", action="store_true",
-                     help="list host code (framescope, runpy, a test runner) in the summary")
+    add_summary_options(run, limit_help="rows of the summary (default 20; 0: no summary; "
+                                         "-1: every row)")
     run.add_argument("--memory-limit", default=None, type=memory_limit_arg,
                      help="event buffer limit, e.g. 512MiB or 1.5GB (default: 1GiB; with "
                           "--stream 64MiB)")

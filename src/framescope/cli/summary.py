@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from framescope.cli._options import add_summary_options
 from framescope.cli._output import error_text, load_trace
 
 
@@ -12,18 +13,7 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     summary = sub.add_parser("summary", help="print the summary table of a saved trace")
     summary.add_argument("input", help="a trace saved with profile.save() or -o x.fstrace, or "
                                        "a Chrome JSON trace (framescope's, torch.profiler's)")
-    summary.add_argument("--limit", type=int, default=20, help="rows (default: 20; -1: every row)")
-    summary.add_argument("--sort", choices=["self", "total", "calls", "on_cpu", "memory"],
-                         default="self",
-                         help="order (default: self time; on_cpu: self time on CPU; memory: "
-                              "bytes allocated, for a trace recorded with profile_memory)")
-    summary.add_argument("--by-thread", action="store_true",
-                         help="one table per thread, in percent of its own time")
-    summary.add_argument("--by-task", action="store_true",
-                         help="one row per asyncio Task (its steps, time running and awaiting)")
-    summary.add_argument("--show-host", action="store_true",
-                         help="list the functions of host code too (a Jupyter kernel, pytest, "
-                              "framescope; by default their total is one line under the table)")
+    add_summary_options(summary)
 
 
 def run(opts: argparse.Namespace) -> int:
