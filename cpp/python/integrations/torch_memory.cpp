@@ -19,8 +19,6 @@
 // whole chain: torch's allocator reaches this state with the tensor's size, and torch's own
 // readers see no profiler.
 #include <Python.h>
-#include <dlfcn.h>
-#include <link.h>
 
 #include <atomic>
 #include <cstdint>
@@ -32,6 +30,7 @@
 #include <vector>
 
 #include "framescope/session.h"
+#include "integrations/loaded_library.h"
 
 namespace framescope::py {
 
@@ -205,33 +204,6 @@ bool pop_state(const std::shared_ptr<MemoryState>& state) {
   }
 }
 
-// ---- finding c10 -----------------------------------------------------------------------------
-
-struct Search {
-  void* handle = nullptr;
-  std::string path;
-};
-
-int find_library(struct dl_phdr_info* info, size_t, void* data) {
-  auto* s = static_cast<Search*>(data);
-  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
-  void* h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);  // never a second copy
-  if (h == nullptr) return 0;
-  if (dlsym(h, kPush) != nullptr) {
-    s->handle = h;
-    s->path = info->dlpi_name;
-    return 1;
-  }
-  dlclose(h);
-  return 0;
-}
-
-template <class F>
-void resolve(void* h, const char* symbol, F& out, std::string& missing) {
-  out = reinterpret_cast<F>(dlsym(h, symbol));
-  if (out == nullptr) missing += std::string(missing.empty() ? "" : ", ") + symbol;
-}
-
 // ---- Python functions ------------------------------------------------------------------------
 
 /// _torch_memory_attach() -> library path. Finds the loaded libc10's functions. RuntimeError
@@ -245,8 +217,7 @@ PyObject* torch_memory_attach(PyObject*, PyObject*) {
   return nullptr;
 #else
   if (!g_attached) {
-    Search s;
-    dl_iterate_phdr(find_library, &s);
+    LoadedLibrary s = find_loaded_library(kPush);
     if (s.handle == nullptr) {
       PyErr_SetString(PyExc_RuntimeError,
                       "framescope: no loaded library exports c10::ThreadLocalDebugInfo::_push "
@@ -255,12 +226,12 @@ PyObject* torch_memory_attach(PyObject*, PyObject*) {
     }
     Api api;
     std::string missing;
-    resolve(s.handle, kPush, api.push, missing);
-    resolve(s.handle, kPop, api.pop, missing);
-    resolve(s.handle, kPeek, api.peek, missing);
-    resolve(s.handle, kGet, api.get, missing);
-    resolve(s.handle, kReport, api.report, missing);
-    resolve(s.handle, kProfilerStateKind, api.profiler_state, missing);
+    resolve_symbol(s.handle, kPush, api.push, missing);
+    resolve_symbol(s.handle, kPop, api.pop, missing);
+    resolve_symbol(s.handle, kPeek, api.peek, missing);
+    resolve_symbol(s.handle, kGet, api.get, missing);
+    resolve_symbol(s.handle, kReport, api.report, missing);
+    resolve_symbol(s.handle, kProfilerStateKind, api.profiler_state, missing);
     if (!missing.empty()) {
       PyErr_Format(PyExc_RuntimeError, "framescope: %s does not export %s", s.path.c_str(),
                    missing.c_str());

@@ -9,8 +9,6 @@
 // a probe (an op run under the callbacks right after attaching) checks the whole chain: the
 // callback fires, name() reads the op's name, and torch's inputSizes/inputTypes read its inputs.
 #include <Python.h>
-#include <dlfcn.h>
-#include <link.h>
 
 #include <array>
 #include <atomic>
@@ -25,6 +23,7 @@
 #include <vector>
 
 #include "framescope/record_function.h"
+#include "integrations/loaded_library.h"
 #include "tracer/tracer_api.h"
 
 namespace framescope::py {
@@ -244,43 +243,13 @@ void remove_callbacks() {
   g_handles.clear();
 }
 
-// ---- finding libtorch ------------------------------------------------------------------------
-
-struct Search {
-  void* handle = nullptr;
-  std::string path;
-};
-
-int find_library(struct dl_phdr_info* info, size_t, void* data) {
-  auto* s = static_cast<Search*>(data);
-  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
-  // RTLD_NOLOAD: a handle to an object that is already loaded, never a second copy.
-  void* h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-  if (h == nullptr) return 0;
-  if (dlsym(h, kAddGlobalCallback) != nullptr) {
-    s->handle = h;
-    s->path = info->dlpi_name;
-    return 1;
-  }
-  dlclose(h);
-  return 0;
-}
-
-template <class F>
-bool resolve(void* h, const char* symbol, F& out, std::string& missing) {
-  out = reinterpret_cast<F>(dlsym(h, symbol));
-  if (out == nullptr) missing += std::string(missing.empty() ? "" : ", ") + symbol;
-  return out != nullptr;
-}
-
 // ---- Python functions ------------------------------------------------------------------------
 
 /// _torch_ops_attach() -> (library path, has input types). Finds the loaded libtorch and its
 /// functions. RuntimeError when torch is not loaded or lacks one of them.
 PyObject* torch_ops_attach(PyObject*, PyObject*) {
   if (!g_attached) {
-    Search s;
-    dl_iterate_phdr(find_library, &s);
+    LoadedLibrary s = find_loaded_library(kAddGlobalCallback);
     if (s.handle == nullptr) {
       PyErr_SetString(PyExc_RuntimeError,
                       "framescope: no loaded library exports at::addGlobalCallback "
@@ -289,17 +258,17 @@ PyObject* torch_ops_attach(PyObject*, PyObject*) {
     }
     TorchApi api;
     std::string missing;
-    resolve(s.handle, kAddGlobalCallback, api.add_global_callback, missing);
-    resolve(s.handle, kRemoveCallback, api.remove_callback, missing);
-    resolve(s.handle, kName, api.name, missing);
-    resolve(s.handle, kInputSizes, api.input_sizes, missing);
+    resolve_symbol(s.handle, kAddGlobalCallback, api.add_global_callback, missing);
+    resolve_symbol(s.handle, kRemoveCallback, api.remove_callback, missing);
+    resolve_symbol(s.handle, kName, api.name, missing);
+    resolve_symbol(s.handle, kInputSizes, api.input_sizes, missing);
     if (!missing.empty()) {
       PyErr_Format(PyExc_RuntimeError, "framescope: %s does not export %s", s.path.c_str(),
                    missing.c_str());
       return nullptr;
     }
     std::string no_types;
-    resolve(s.handle, kInputTypes, api.input_types, no_types);  // absent with the old C++ ABI
+    resolve_symbol(s.handle, kInputTypes, api.input_types, no_types);  // absent with the old C++ ABI
     api.library = s.path;
     g_api = std::move(api);
     g_attached = true;
