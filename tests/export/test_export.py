@@ -16,7 +16,7 @@ import pytest
 import framescope
 from framescope import _core
 
-perfetto_reader = pytest.importorskip("perfetto_reader", reason="needs perfetto + protobuf")
+perfetto_reader = pytest.importorskip("tests.support.perfetto_reader", reason="needs perfetto + protobuf")
 
 
 # ---- workloads -------------------------------------------------------------------------------

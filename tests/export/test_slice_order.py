@@ -15,7 +15,7 @@ import pytest
 
 import framescope
 
-perfetto_reader = pytest.importorskip("perfetto_reader", reason="needs perfetto + protobuf")
+perfetto_reader = pytest.importorskip("tests.support.perfetto_reader", reason="needs perfetto + protobuf")
 
 
 def leaf(i: int) -> int:

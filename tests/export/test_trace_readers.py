@@ -92,7 +92,7 @@ def test_odd_names_never_break_a_reader(tmp_path) -> None:
     doc = json.load(open(tmp_path / "t.json"))
     assert any(e.get("name") == "nul\0inside" for e in doc["traceEvents"])
     pstats.Stats(str(tmp_path / "t.prof"))
-    perfetto_reader = pytest.importorskip("perfetto_reader")
+    perfetto_reader = pytest.importorskip("tests.support.perfetto_reader")
     pt = perfetto_reader.read(str(tmp_path / "t.pftrace"))
     assert any(i.name.startswith("w\ufffd") for i in pt.instants)
 

@@ -110,7 +110,7 @@ def chrome_task_tracks(path: Any) -> dict[str, tuple[int, list[tuple[float, floa
 def perfetto_task_tracks(path: Any) -> dict[str, list[tuple[int, int]]]:
     """The Task tracks of a .pftrace read with Perfetto's official classes (tests/perfetto_reader):
     track name -> [(start, dur) of each step], checking that the lifetime slice holds them."""
-    perfetto_reader = pytest.importorskip("perfetto_reader", reason="needs perfetto + protobuf")
+    perfetto_reader = pytest.importorskip("tests.support.perfetto_reader", reason="needs perfetto + protobuf")
     pt = perfetto_reader.read(str(path))
     processes = {uuid for uuid, t in pt.tracks.items() if t.pid is not None and t.tid is None}
     tracks = {}
