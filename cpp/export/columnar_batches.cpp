@@ -82,29 +82,28 @@ class ColumnarVisitor final : public TraceVisitor {
   }
 
   void slice_begin(const Slice& s) override {
-    Open o;
-    o.slice = s;
+    Open& o = stack_.emplace_back();
     o.index = s.index;
     o.parent = s.parent;
     o.start_ns = s.start_ns;
     o.cpu_start = clock_ ? clock_->at(s.start_ns) : 0;
-    const size_t key = key_of(s);
-    o.recursive = active_[key] != 0;
-    ++active_[key];
-    stack_.push_back(o);
+    o.key = key_of(s);
+    o.host = s.host;
+    o.recursive = active_[o.key] != 0;
+    ++active_[o.key];
   }
 
   void slice_end(const Slice& s) override {
     size_t i = stack_.size();
     while (i-- > 0) {
-      if (stack_[i].slice.index == s.index) break;
+      if (stack_[i].index == s.index) break;
     }
     if (i >= stack_.size()) return;
     const int64_t dur = std::max<int64_t>(0, s.dur_ns);
     analysis::hand_over_open_children(stack_, i, s.start_ns + dur, clock_.get());
     const Open o = stack_[i];
     stack_.erase(stack_.begin() + long(i));
-    --active_[key_of(o.slice)];
+    --active_[o.key];
     const int64_t cpu =
         clock_ ? analysis::CpuClock::used(o.cpu_start, clock_->at(s.start_ns + dur), dur) : -1;
     const int64_t self = std::max<int64_t>(0, dur - o.child_ns);
@@ -140,8 +139,8 @@ class ColumnarVisitor final : public TraceVisitor {
     s.thread = m.thread;
     s.symbol = uint32_t(view_->symbols.size());
     s.depth = uint32_t(stack_.size());
-    s.parent = stack_.empty() ? -1 : int64_t(stack_.back().slice.index);
-    s.host = !stack_.empty() && stack_.back().slice.host;
+    s.parent = stack_.empty() ? -1 : int64_t(stack_.back().index);
+    s.host = !stack_.empty() && stack_.back().host;
     memory_json_.clear();
     memory_json_ += "{\"address\": " + std::to_string(m.address);
     memory_json_ += ", \"total_allocated\": " + std::to_string(m.total_allocated);
@@ -160,11 +159,14 @@ class ColumnarVisitor final : public TraceVisitor {
   // Keys of the recursion test: symbol x category x asyncness.
   static constexpr size_t kKeys = 16;
 
+  // An open slice: what its end needs, not the whole Slice (the stack is pushed, copied and
+  // popped once per row, so its entries are kept small).
   struct Open : analysis::OpenSliceTime {
-    Slice slice;
     int64_t mem_direct = 0;
     int64_t child_mem = 0;
+    size_t key = 0;  // key_of(): the recursion test's
     bool recursive = false;
+    bool host = false;
   };
 
   size_t key_of(const Slice& s) const {
