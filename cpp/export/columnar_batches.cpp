@@ -27,32 +27,29 @@ void put_double(std::string& out, double v) {
   out += buf;
 }
 
-// Empties a batch for the next rows, keeping its vectors' memory (a sink may hand back a batch
-// it is done with: refilling memory already touched costs no page faults, and fresh 100 MB of
-// buffers per batch cost ~20% of the batcher's time in the kernel), and reserves room for `n`
-// rows: a batch is filled by push_back only.
+// Readies a batch for the next rows: every per-row vector is sized to `n` rows once, and rows
+// are written by index (a push_back per column and row costs a capacity test and a size store
+// each, 18 of them per row, and was most of the batcher's time). A sink may hand back a batch it
+// is done with (full batches stay `n` rows long: sizing them again costs nothing, and refilling
+// memory already touched costs no page faults); `finish` shrinks a batch to its rows before the
+// sink sees it.
+template <class F>
+void each_column(ColumnBatch& b, F&& f) {
+  f(b.id), f(b.parent), f(b.start_ns), f(b.dur_ns), f(b.self_ns), f(b.cpu_ns), f(b.cpu_self_ns);
+  f(b.alloc_bytes), f(b.alloc_self_bytes), f(b.flops), f(b.thread), f(b.name), f(b.depth);
+  f(b.detail), f(b.kind), f(b.is_async), f(b.recursive), f(b.host);
+}
+
 void reset(ColumnBatch& b, size_t n) {
-  for (auto* v : {&b.id, &b.parent, &b.start_ns, &b.dur_ns, &b.self_ns, &b.cpu_ns, &b.cpu_self_ns,
-                  &b.alloc_bytes, &b.alloc_self_bytes, &b.flops}) {
-    v->clear();
-    v->reserve(n);
-  }
-  for (auto* v : {&b.thread, &b.name}) {
-    v->clear();
-    v->reserve(n);
-  }
-  for (auto* v : {&b.depth, &b.detail}) {
-    v->clear();
-    v->reserve(n);
-  }
-  for (auto* v : {&b.kind, &b.is_async, &b.recursive, &b.host}) {
-    v->clear();
-    v->reserve(n);
-  }
+  each_column(b, [n](auto& v) { v.resize(n); });
   b.rows = 0;
   b.symbols.clear();
   b.args.clear();
   b.any_cpu_known = b.any_cpu_unknown = false;
+}
+
+void finish(ColumnBatch& b) {
+  each_column(b, [&b](auto& v) { v.resize(b.rows); });
 }
 
 // The time rules are key_averages' (cpp/analysis/key_averages.cpp, ungrouped): self time is the
@@ -69,6 +66,7 @@ class ColumnarVisitor final : public TraceVisitor {
 
   void begin_trace(const TraceView& view) override {
     view_ = &view;
+    symbol_count_ = uint32_t(view.symbols.size());
     local_symbol_.assign(view.symbols.size() + 1, UINT32_MAX);
     active_.assign((view.symbols.size() + 1) * kKeys, 0);
     start_batch();
@@ -84,29 +82,28 @@ class ColumnarVisitor final : public TraceVisitor {
   }
 
   void slice_begin(const Slice& s) override {
-    Open o;
-    o.slice = s;
+    Open& o = stack_.emplace_back();
     o.index = s.index;
     o.parent = s.parent;
     o.start_ns = s.start_ns;
     o.cpu_start = clock_ ? clock_->at(s.start_ns) : 0;
-    const size_t key = key_of(s);
-    o.recursive = active_[key] != 0;
-    ++active_[key];
-    stack_.push_back(o);
+    o.key = key_of(s);
+    o.host = s.host;
+    o.recursive = active_[o.key] != 0;
+    ++active_[o.key];
   }
 
   void slice_end(const Slice& s) override {
     size_t i = stack_.size();
     while (i-- > 0) {
-      if (stack_[i].slice.index == s.index) break;
+      if (stack_[i].index == s.index) break;
     }
     if (i >= stack_.size()) return;
     const int64_t dur = std::max<int64_t>(0, s.dur_ns);
     analysis::hand_over_open_children(stack_, i, s.start_ns + dur, clock_.get());
     const Open o = stack_[i];
     stack_.erase(stack_.begin() + long(i));
-    --active_[key_of(o.slice)];
+    --active_[o.key];
     const int64_t cpu =
         clock_ ? analysis::CpuClock::used(o.cpu_start, clock_->at(s.start_ns + dur), dur) : -1;
     const int64_t self = std::max<int64_t>(0, dur - o.child_ns);
@@ -142,8 +139,8 @@ class ColumnarVisitor final : public TraceVisitor {
     s.thread = m.thread;
     s.symbol = uint32_t(view_->symbols.size());
     s.depth = uint32_t(stack_.size());
-    s.parent = stack_.empty() ? -1 : int64_t(stack_.back().slice.index);
-    s.host = !stack_.empty() && stack_.back().slice.host;
+    s.parent = stack_.empty() ? -1 : int64_t(stack_.back().index);
+    s.host = !stack_.empty() && stack_.back().host;
     memory_json_.clear();
     memory_json_ += "{\"address\": " + std::to_string(m.address);
     memory_json_ += ", \"total_allocated\": " + std::to_string(m.total_allocated);
@@ -153,18 +150,23 @@ class ColumnarVisitor final : public TraceVisitor {
   }
 
   void end_trace() override {
-    if (batch_.rows) flush();
+    if (!batch_.rows) return;
+    finish(batch_);  // the last batch: no next one to size
+    sink_(batch_);
   }
 
  private:
   // Keys of the recursion test: symbol x category x asyncness.
   static constexpr size_t kKeys = 16;
 
+  // An open slice: what its end needs, not the whole Slice (the stack is pushed, copied and
+  // popped once per row, so its entries are kept small).
   struct Open : analysis::OpenSliceTime {
-    Slice slice;
     int64_t mem_direct = 0;
     int64_t child_mem = 0;
+    size_t key = 0;  // key_of(): the recursion test's
     bool recursive = false;
+    bool host = false;
   };
 
   size_t key_of(const Slice& s) const {
@@ -190,47 +192,67 @@ class ColumnarVisitor final : public TraceVisitor {
             int64_t cpu_self, int64_t mem_total, int64_t mem_self, bool recursive,
             const std::string* json, int64_t flops = 0) {
     ColumnBatch& b = batch_;
-    b.id.push_back(id);
-    b.parent.push_back(s.parent);
-    b.start_ns.push_back(sat_add(s.start_ns, o_.offset_ns));
-    b.dur_ns.push_back(dur);
-    b.self_ns.push_back(self);
-    b.cpu_ns.push_back(cpu);
-    b.cpu_self_ns.push_back(cpu_self);
-    if (kind != RowKind::kInstant && kind != RowKind::kMemory && !s.async_end) {
-      (cpu >= 0 ? b.any_cpu_known : b.any_cpu_unknown) = true;
-    } else {
-      b.any_cpu_unknown = true;
-    }
-    b.alloc_bytes.push_back(mem_total);
-    b.alloc_self_bytes.push_back(mem_self);
-    b.flops.push_back(flops);
-    b.thread.push_back(s.thread);
-    const uint32_t sym = std::min<uint32_t>(s.symbol, uint32_t(view_->symbols.size()));
+    const size_t r = b.rows;
+    // Instants, memory rows and async ranges have no CPU time whatever the sampling: they make
+    // the column nullable, not known.
+    const bool timed = kind != RowKind::kInstant && kind != RowKind::kMemory && !s.async_end;
+    b.any_cpu_known |= timed && cpu >= 0;
+    b.any_cpu_unknown |= !timed || cpu < 0;
+    col_.id[r] = id;
+    col_.parent[r] = s.parent;
+    col_.start_ns[r] = sat_add(s.start_ns, o_.offset_ns);
+    col_.dur_ns[r] = dur;
+    col_.self_ns[r] = self;
+    col_.cpu_ns[r] = cpu;
+    col_.cpu_self_ns[r] = cpu_self;
+    col_.alloc_bytes[r] = mem_total;
+    col_.alloc_self_bytes[r] = mem_self;
+    col_.flops[r] = flops;
+    col_.thread[r] = s.thread;
+    const uint32_t sym = std::min<uint32_t>(s.symbol, symbol_count_);
     uint32_t& local = local_symbol_[sym];
     if (local == UINT32_MAX) {
       local = uint32_t(b.symbols.size());
       b.symbols.push_back(sym);
     }
-    b.name.push_back(local);
-    b.depth.push_back(int32_t(std::min<uint32_t>(s.depth, INT32_MAX)));
+    col_.name[r] = local;
+    col_.depth[r] = int32_t(std::min<uint32_t>(s.depth, INT32_MAX));
     if (json) {
-      b.detail.push_back(int32_t(b.args.size()));
+      col_.detail[r] = int32_t(b.args.size());
       b.args.push_back(*json);
     } else {
-      b.detail.push_back(-1);
+      col_.detail[r] = -1;
     }
-    b.kind.push_back(uint8_t(kind));
-    b.is_async.push_back(s.async_end ? 1 : 0);
-    b.recursive.push_back(recursive ? 1 : 0);
-    b.host.push_back(s.host ? 1 : 0);
-    if (++b.rows >= o_.batch_rows) flush();
+    col_.kind[r] = uint8_t(kind);
+    col_.is_async[r] = s.async_end ? 1 : 0;
+    col_.recursive[r] = recursive ? 1 : 0;
+    col_.host[r] = s.host ? 1 : 0;
+    if ((b.rows = r + 1) >= o_.batch_rows) flush();
   }
 
-  void start_batch() { reset(batch_, o_.batch_rows); }
+  // The batch's columns' storage, for writes by index (valid from start_batch to flush).
+  struct Columns {
+    int64_t *id, *parent, *start_ns, *dur_ns, *self_ns, *cpu_ns, *cpu_self_ns, *alloc_bytes,
+        *alloc_self_bytes, *flops;
+    uint32_t *thread, *name;
+    int32_t *depth, *detail;
+    uint8_t *kind, *is_async, *recursive, *host;
+  };
+
+  void start_batch() {
+    ColumnBatch& b = batch_;
+    reset(b, o_.batch_rows);
+    col_ = Columns{b.id.data(),        b.parent.data(),      b.start_ns.data(),
+                   b.dur_ns.data(),    b.self_ns.data(),     b.cpu_ns.data(),
+                   b.cpu_self_ns.data(), b.alloc_bytes.data(), b.alloc_self_bytes.data(),
+                   b.flops.data(),     b.thread.data(),      b.name.data(),
+                   b.depth.data(),     b.detail.data(),      b.kind.data(),
+                   b.is_async.data(),  b.recursive.data(),   b.host.data()};
+  }
 
   void flush() {
     for (uint32_t sym : batch_.symbols) local_symbol_[sym] = UINT32_MAX;
+    finish(batch_);
     sink_(batch_);
     start_batch();
   }
@@ -239,6 +261,8 @@ class ColumnarVisitor final : public TraceVisitor {
   const std::function<void(ColumnBatch&)>& sink_;
   const TraceView* view_ = nullptr;
   ColumnBatch batch_;
+  Columns col_{};
+  uint32_t symbol_count_ = 0;           // view_->symbols.size(): the memory rows' name
   std::vector<uint32_t> local_symbol_;  // trace symbol -> index in batch_.symbols
   std::vector<uint32_t> active_;        // open slices per key (recursion)
   std::vector<Open> stack_;

@@ -26,8 +26,11 @@ if TYPE_CHECKING:
 
     from framescope._core import Trace
 
-#: Rows per batch (and per Parquet row group): ~90 MB of column buffers.
-BATCH_ROWS = 1 << 20
+#: Rows per batch (and per Parquet row group): ~25 MB of column buffers. Against 1 M rows: the
+#: same instruction count (callgrind, batcher and writer), a little less CPU time measured (the
+#: batch's buffers stay nearer the cache), ~75 MB less peak memory, files ~1.4% larger (more
+#: row groups, each with its own dictionaries and statistics).
+BATCH_ROWS = 1 << 18
 
 #: (column, Arrow type name, description): the documented schema, in file order. ``rank`` is
 #: left out of the files of a dataset (its ``rank=N`` directories hold it, as Hive's layout).
