@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "framescope/clock.h"
@@ -98,6 +100,8 @@ bool CpuSampler::start() noexcept {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   running_ = pthread_create(&thread_, nullptr, &CpuSampler::run, this) == 0;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  // Named so that tools (top -H, /proc/PID/task/*/comm, bench/analysis_overhead.py) can tell it.
+  if (running_) pthread_setname_np(thread_, "framescope-cpu");
   return running_;
 }
 
@@ -123,10 +127,10 @@ void CpuSampler::loop() noexcept {
   // pthread_cond_clockwait, one futex call per period): stop() wakes it at once, so a session's
   // stop does not wait up to a period for the join.
   using Clock = std::chrono::steady_clock;
-  const auto period = std::chrono::nanoseconds(period_ns_);
+  int64_t period = period_ns_;  // adapts: see next_period()
   auto next = Clock::now();
   for (;;) {
-    next += period;
+    next += std::chrono::nanoseconds(period);
     {
       std::unique_lock<std::mutex> lock(wake_mutex_);
       if (wake_->wait_until(lock, next, [this] { return stopping_; })) return;
@@ -135,19 +139,48 @@ void CpuSampler::loop() noexcept {
     if (now > next + std::chrono::seconds(1)) next = now;  // fell far behind: no catch-up burst
     std::lock_guard<std::mutex> lock(session_->mutex);
     if (session_->stopped) continue;
-    read_all_threads();
+    const double change = read_all_threads();
+    period = next_period(period_ns_, period, new_thread_ ? -1.0 : change);
+    new_thread_ = false;
   }
 }
 
-void CpuSampler::read_all_threads() noexcept {
+int64_t CpuSampler::next_period(int64_t base, int64_t current, double max_rate_change) noexcept {
+  const int64_t longer = std::min(current * 2, base * kMaxPeriodFactor);
+  if (max_rate_change < 0) return base;
+  return max_rate_change <= double(base) / double(longer) ? longer : base;
+}
+
+double CpuSampler::read_all_threads() noexcept {
   const uint64_t ticks = now_ticks();
+  timespec wall{};
+  clock_gettime(CLOCK_MONOTONIC, &wall);
+  const int64_t wall_ns = int64_t(wall.tv_sec) * 1'000'000'000 + wall.tv_nsec;
+  double change = 0;
   for (const auto& buffer : session_->buffers) {
     auto it = tracks_.find(buffer->index());
     if (it != tracks_.end() && it->second.exited) continue;
     bool ok;
     const int64_t cpu = read_clock(thread_cpu_clock(buffer->os_tid), &ok);
-    if (ok) add(buffer->index(), ticks, cpu);
+    if (!ok) continue;
+    add(buffer->index(), ticks, cpu);
+    try {
+      Rate& r = rates_[buffer->index()];
+      double rate = -1;
+      if (r.wall_ns > 0 && wall_ns > r.wall_ns) {
+        rate = double(cpu - r.cpu_ns) / double(wall_ns - r.wall_ns);
+      }
+      if (rate < 0 || r.rate < 0) {
+        change = -1;  // no rate to compare yet: the base period
+      } else if (change >= 0) {
+        change = std::max(change, std::fabs(rate - r.rate));
+      }
+      r = {wall_ns, cpu, rate};
+    } catch (...) {  // out of memory: the base period
+      change = -1;
+    }
   }
+  return change;
 }
 
 void CpuSampler::add(uint32_t buffer_index, uint64_t ticks, int64_t cpu_ns) noexcept {
@@ -161,6 +194,7 @@ void CpuSampler::thread_started(uint32_t buffer_index) noexcept {
   bool ok;
   const int64_t cpu = read_clock(CLOCK_THREAD_CPUTIME_ID, &ok);
   if (ok) add(buffer_index, now_ticks(), cpu);
+  new_thread_ = true;
 }
 
 void CpuSampler::thread_exiting(uint32_t buffer_index) noexcept {

@@ -426,6 +426,26 @@ TEST_F(KeyAveragesTest, CpuTrackThinsCollinearReadingsAndKeepsBends) {
   EXPECT_EQ(backwards.finish().size(), 1u);
 }
 
+TEST_F(KeyAveragesTest, CpuSamplerPeriodGrowsOnlyWhileRatesHold) {
+  using internal::CpuSampler;
+  const int64_t base = 4'000'000;
+  // Unknown rates (a new thread, the first readings): the base period.
+  EXPECT_EQ(CpuSampler::next_period(base, base, -1.0), base);
+  EXPECT_EQ(CpuSampler::next_period(base, 4 * base, -1.0), base);
+  // Steady: doubles up to 4x base, and stays there.
+  EXPECT_EQ(CpuSampler::next_period(base, base, 0.0), 2 * base);
+  EXPECT_EQ(CpuSampler::next_period(base, 2 * base, 0.0), 4 * base);
+  EXPECT_EQ(CpuSampler::next_period(base, 4 * base, 0.0), 4 * base);
+  // A change of rate r is allowed only while r x (the longer period) <= base: 1/2 then 1/4.
+  EXPECT_EQ(CpuSampler::next_period(base, base, 0.5), 2 * base);
+  EXPECT_EQ(CpuSampler::next_period(base, base, 0.6), base);
+  EXPECT_EQ(CpuSampler::next_period(base, 2 * base, 0.25), 4 * base);
+  EXPECT_EQ(CpuSampler::next_period(base, 2 * base, 0.3), base);
+  EXPECT_EQ(CpuSampler::next_period(base, 4 * base, 0.3), base);
+  // busy <-> blocked (a change of 1): back to base at once.
+  EXPECT_EQ(CpuSampler::next_period(base, 4 * base, 1.0), base);
+}
+
 TEST_F(KeyAveragesTest, SessionReadsEveryRecordingThreadsCpuClock) {
   SessionConfig c;
   c.cpu_sample_period_ns = 1'000'000;

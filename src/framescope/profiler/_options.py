@@ -80,7 +80,8 @@ def native_thread_ids() -> dict[int, int]:
 PYTHON_ALLOCATOR_DEVICE = -2
 
 
-#: How often a session with ``cpu_time=True`` reads each recording thread's CPU clock.
+#: How often a session with ``cpu_time=True`` reads each recording thread's CPU clock (the base
+#: period: up to 4x longer while every thread's rate of CPU use holds, cpp/core/cpu_sampler.h).
 #: A wake-up costs the sampler thread 10-20 us of CPU on the loaded KVM machines measured
 #: (bench/analysis_overhead.py), and each one can preempt a recording thread when the cores are
 #: busy: 4 ms keeps the direct cost under 0.5% of a core (1 ms measured 2-3.5% of the recording

@@ -75,9 +75,9 @@ class profile(ProfileResults):
             missing or unsupported (see ``framescope.integrations._torch_ops``). Default (None): as
             ``activities`` says, else off.
         cpu_time: also measure time on CPU: a thread of the session reads every recording
-            thread's CPU clock every 4 ms (the recording threads pay nothing; the sampler uses
-            about 0.5% of a core with one recording thread and about 1% with 64, as measured in
-            bench/README.md); readers interpolate between readings (``key_averages()``'s
+            thread's CPU clock every 4 ms, up to 16 ms while their rates of CPU use hold (the
+            recording threads pay nothing; the sampler uses about 0.3% of a core with one busy
+            recording thread and about 1% with 64, docs/performance.md); readers interpolate between readings (``key_averages()``'s
             ``on_cpu_time_total``, ``summary(sort_by="on_cpu")``).
         schedule: which steps are recorded (``framescope.schedule(...)``, or any function of the
             step number returning a ProfilerAction, torch's included), with ``step()`` called
