@@ -1,4 +1,5 @@
-// cpp/analysis/symbol_stats.cpp: per-symbol calls, inclusive and self time: key_averages' accounting summed per symbol.
+// cpp/analysis/symbol_stats.cpp: per-symbol calls, inclusive and self time: key_averages'
+// accounting summed per symbol.
 #include <algorithm>
 
 #include "framescope/key_averages.h"

@@ -72,8 +72,8 @@ static void* fs_run(void* arg) {
        * freed under it: see ExitGuard in attach/_bootstrap.py). */
       PyObject* last = PyDict_GetItemString(globals, "_framescope_finally"); /* borrowed */
       if (last && PyTuple_Size(last) == 2) {
-        Py_DecRef(PyObject_CallFunctionObjArgs(PyTuple_GetItem(last, 0),
-                                               PyTuple_GetItem(last, 1), (PyObject*)0));
+        Py_DecRef(PyObject_CallFunctionObjArgs(PyTuple_GetItem(last, 0), PyTuple_GetItem(last, 1),
+                                               (PyObject*)0));
       }
     }
     Py_DecRef(globals);

@@ -126,7 +126,7 @@ class CpuSampler {
   };
   std::unordered_map<uint32_t, Rate> rates_;
   bool new_thread_ = false;  // under the session's mutex: the next period is the base one
-  std::mutex wake_mutex_;                          // guards stopping_, with wake_
+  std::mutex wake_mutex_;    // guards stopping_, with wake_
   // stop() wakes the sampling thread at once. Owned, but never destroyed in a forked child:
   // the parent's sampler thread may have been waiting on it at the fork, and glibc's
   // pthread_cond_destroy waits for waiters to leave, which in the child never happens.

@@ -1,4 +1,5 @@
-// cpp/core/part_builder.cpp: build_part(): a stopped session's slots, kept as recorded, and what they refer to resolved into symbols.
+// cpp/core/part_builder.cpp: build_part(): a stopped session's slots, kept as recorded, and what
+// they refer to resolved into symbols.
 //
 // The first of the two steps replay.cpp describes: at stop, the slots of every thread are kept
 // as they are (moved, not copied) and what they refer to (code objects, C functions, static

@@ -1,8 +1,8 @@
 // cpp/core/replay.cpp: the tree rules: turns one thread's recorded slots into nested events.
 //
-// Two steps. At stop, build_part() (part_builder.cpp) keeps the slots of a session as they are and resolves what
-// they refer to (code objects, C functions, static names, side records) into symbols, once.
-// Then every reader replays: replay_part() walks each thread's slots and reports slices to a
+// Two steps. At stop, build_part() (part_builder.cpp) keeps the slots of a session as they are and
+// resolves what they refer to (code objects, C functions, static names, side records) into symbols,
+// once. Then every reader replays: replay_part() walks each thread's slots and reports slices to a
 // TraceVisitor, in one go or in steps (ReplayCursor: the Replayer keeps where it is, so a pull
 // reader such as the Python event iterator can ask for a few thousand slots at a time). This
 // file is the only place that decides which event encloses which.
@@ -401,7 +401,7 @@ class Replayer {
   int64_t python_allocated_ = 0;  // the thread's kAllocDelta bytes so far
   uint32_t thread_ = 0;
   std::vector<Open> stack_;
-  size_t ghosts_ = 0;  // ghost entries in stack_
+  size_t ghosts_ = 0;    // ghost entries in stack_
   int64_t last_ts_ = 0;  // the time of the thread's latest event so far
   std::unordered_map<std::pair<uint32_t, uint64_t>, uint64_t, PairHash> async_ends_;
 };

@@ -1,5 +1,6 @@
-// cpp/core/replay_filter.cpp: the replay-time filter: leaves short (min_duration_ns) and deep (max_depth) slices
-// out of a replay, renumbering what is kept, and marks or folds host code (HostVisitor).
+// cpp/core/replay_filter.cpp: the replay-time filter: leaves short (min_duration_ns) and deep
+// (max_depth) slices out of a replay, renumbering what is kept, and marks or folds host code
+// (HostVisitor).
 //
 // Streaming, with a delay: whether a slice is kept is known only at its end (its duration), and
 // a kept slice makes every slice around it kept (they are longer). So a slice's begin is held

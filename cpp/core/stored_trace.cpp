@@ -171,10 +171,10 @@ TraceView StoredTrace::view() const noexcept {
 
 void StoredTrace::visit(TraceVisitor& visitor) const {
   std::unique_ptr<TraceVisitor> filtering;
-  TraceVisitor& v = filter_.active() ? *(filtering = make_filtering_visitor(visitor, filter_))
-                                     : visitor;
+  TraceVisitor& v =
+      filter_.active() ? *(filtering = make_filtering_visitor(visitor, filter_)) : visitor;
   const TraceView tables = view();  // must outlive the visit: visitors keep a pointer to it
-  check_files();  // a loaded file changed on disk (mapped_file.h)
+  check_files();                    // a loaded file changed on disk (mapped_file.h)
   v.begin_trace(tables);
   uint64_t next_index = 0;
   for (const PartRef& ref : parts_) internal::replay_part(ref, v, next_index);

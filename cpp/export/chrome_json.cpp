@@ -78,13 +78,14 @@ class ChromeWriter final : public TraceVisitor {
       // torch's module slices (framescope labels nn.Module.__call__ so): torch-tb-profiler's
       // Module view is built from the python_function events carrying "Python module id".
       is_module_.push_back(s.file.empty() && s.name.rfind("nn.Module: ", 0) == 0 ? module_id(s.name)
-                                                                                : -1);
+                                                                                 : -1);
     }
     auto& b = out_.raw();
     out_.put("{\n");
     out_.put(extra_members_);
-    out_.put("\"schemaVersion\":1,\n\"deviceProperties\":[],\n\"displayTimeUnit\":\"ms\",\n"
-             "\"baseTimeNanoseconds\":");
+    out_.put(
+        "\"schemaVersion\":1,\n\"deviceProperties\":[],\n\"displayTimeUnit\":\"ms\",\n"
+        "\"baseTimeNanoseconds\":");
     out_.put_int(base_ + wall_offset_ns_);
     out_.put(",\n\"otherData\":{\"profiler\":\"framescope\",\"dropped_events\":");
     out_.put_uint(v.dropped_events);
@@ -175,8 +176,8 @@ class ChromeWriter final : public TraceVisitor {
         break;
       }
     }
-    open_.push_back(OpenSlice{s.index, is_python(s) ? int64_t(s.index) : python_parent,
-                              python_parent, s.start_ns, {}});
+    open_.push_back(OpenSlice{
+        s.index, is_python(s) ? int64_t(s.index) : python_parent, python_parent, s.start_ns, {}});
   }
 
   void slice_end(const Slice& s) override {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "open_slice_time.h"
 #include "framescope/chrome_trace.h"
+#include "open_slice_time.h"
 
 namespace framescope {
 
@@ -242,12 +242,12 @@ class ColumnarVisitor final : public TraceVisitor {
   void start_batch() {
     ColumnBatch& b = batch_;
     reset(b, o_.batch_rows);
-    col_ = Columns{b.id.data(),        b.parent.data(),      b.start_ns.data(),
-                   b.dur_ns.data(),    b.self_ns.data(),     b.cpu_ns.data(),
+    col_ = Columns{b.id.data(),          b.parent.data(),      b.start_ns.data(),
+                   b.dur_ns.data(),      b.self_ns.data(),     b.cpu_ns.data(),
                    b.cpu_self_ns.data(), b.alloc_bytes.data(), b.alloc_self_bytes.data(),
-                   b.flops.data(),     b.thread.data(),      b.name.data(),
-                   b.depth.data(),     b.detail.data(),      b.kind.data(),
-                   b.is_async.data(),  b.recursive.data(),   b.host.data()};
+                   b.flops.data(),       b.thread.data(),      b.name.data(),
+                   b.depth.data(),       b.detail.data(),      b.kind.data(),
+                   b.is_async.data(),    b.recursive.data(),   b.host.data()};
   }
 
   void flush() {

@@ -153,8 +153,9 @@ struct OutputTarget {
 // there, so no file may be made there (a temporary, or a new regular file in /dev).
 bool in_dev_or_proc(const std::string& path) {
   const size_t slash = path.rfind('/');
-  const std::string folder =
-      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
   char* real = ::realpath(folder.c_str(), nullptr);
   if (!real) return false;
   const std::string f(real);

@@ -223,9 +223,7 @@ class PerfettoWriter final : public TraceVisitor {
     absolute_slice(uuid, kSliceBegin, s.start_ns, "step");
     absolute_slice(uuid, kSliceEnd, s.start_ns + s.dur_ns, {});
   }
-  static uint64_t task_uuid(const TaskTracks::Track& t) {
-    return (uint64_t(7) << 60) + t.ordinal;
-  }
+  static uint64_t task_uuid(const TaskTracks::Track& t) { return (uint64_t(7) << 60) + t.ordinal; }
   // A slice begin (with its name) or end on track `uuid`, on the descriptor sequence with an
   // absolute timestamp.
   void absolute_slice(uint64_t uuid, uint32_t type, int64_t ts, std::string_view name) {

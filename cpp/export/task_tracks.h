@@ -1,4 +1,5 @@
-// cpp/export/task_tracks.h: asyncio Tasks as tracks of their own, for the Chrome JSON and Perfetto writers.
+// cpp/export/task_tracks.h: asyncio Tasks as tracks of their own, for the Chrome JSON and Perfetto
+// writers.
 //
 // framescope._asyncio_tasks records each step of an asyncio Task (a run of its coroutine between
 // two awaits) as a user range named "asyncio.Task <name> #<n>" on the loop's thread, and work the
@@ -32,7 +33,7 @@ constexpr std::string_view kTaskCategory = "asyncio task";
 class TaskTracks {
  public:
   struct Track {
-    uint32_t task = 0;       ///< 1-based, in order of the Tasks' first step in the replay
+    uint32_t task = 0;  ///< 1-based, in order of the Tasks' first step in the replay
     uint32_t thread = 0;
     uint32_t ordinal = 0;    ///< 0-based, in order of creation (Perfetto uuids)
     std::string name;        ///< "worker-3 #7", or "worker-3 #7 on asyncio_0" (not escaped)

@@ -48,9 +48,8 @@ NB_MODULE(_core, m) {
   framescope::py::bind_session_control(m);
   if (!framescope::py::record_function_init(m.ptr()) || !framescope::py::c_api_init(m.ptr()) ||
       !framescope::py::eval_frame_api_init(m.ptr()) || !framescope::py::bench_hooks_init(m.ptr()) ||
-      !framescope::py::torch_ops_init(m.ptr()) ||
-      !framescope::py::torch_memory_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr()) ||
-      !framescope::py::asyncio_steps_init(m.ptr())) {
+      !framescope::py::torch_ops_init(m.ptr()) || !framescope::py::torch_memory_init(m.ptr()) ||
+      !framescope::py::term_signal_init(m.ptr()) || !framescope::py::asyncio_steps_init(m.ptr())) {
     throw nb::python_error();
   }
   framescope::py::fallback::register_own_functions(m.ptr());  // once every function is defined

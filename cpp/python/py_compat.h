@@ -128,8 +128,7 @@ FRAMESCOPE_ALWAYS_INLINE bool frame_start_fails_recursion_check(PyThreadState* t
 #elif FS_PY311
   return FRAMESCOPE_UNLIKELY(ts->recursion_remaining <= 0) && !ts->recursion_headroom;
 #else
-  return FRAMESCOPE_UNLIKELY(ts->recursion_depth >= *g_recursion_limit) &&
-         !ts->recursion_headroom;
+  return FRAMESCOPE_UNLIKELY(ts->recursion_depth >= *g_recursion_limit) && !ts->recursion_headroom;
 #endif
 }
 

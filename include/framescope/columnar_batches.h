@@ -32,12 +32,12 @@ extern const char* const kRowKindNames[7];
 /// batch uses.
 struct ColumnBatch {
   size_t rows = 0;
-  std::vector<int64_t> id;         ///< the event's index in the trace (Slice::index); memory: -1
-  std::vector<int64_t> parent;     ///< id of the enclosing event, -1 at the root
-  std::vector<int64_t> start_ns;   ///< on the trace's clock plus the batcher's offset
-  std::vector<int64_t> dur_ns;     ///< 0 for instants and memory rows
-  std::vector<int64_t> self_ns;    ///< dur_ns less the children's time (0: async, instants)
-  std::vector<int64_t> cpu_ns;     ///< on-CPU part of dur_ns; -1 when the thread was not sampled
+  std::vector<int64_t> id;        ///< the event's index in the trace (Slice::index); memory: -1
+  std::vector<int64_t> parent;    ///< id of the enclosing event, -1 at the root
+  std::vector<int64_t> start_ns;  ///< on the trace's clock plus the batcher's offset
+  std::vector<int64_t> dur_ns;    ///< 0 for instants and memory rows
+  std::vector<int64_t> self_ns;   ///< dur_ns less the children's time (0: async, instants)
+  std::vector<int64_t> cpu_ns;    ///< on-CPU part of dur_ns; -1 when the thread was not sampled
   std::vector<int64_t> cpu_self_ns;
   std::vector<int64_t> alloc_bytes;       ///< bytes allocated inside, children included
   std::vector<int64_t> alloc_self_bytes;  ///< ... directly inside; memory rows: the sample's
@@ -45,9 +45,9 @@ struct ColumnBatch {
   std::vector<uint32_t> thread;           ///< index into TraceView::threads
   std::vector<uint32_t> name;             ///< index into `symbols`
   std::vector<int32_t> depth;
-  std::vector<int32_t> detail;            ///< index into `args`, -1 when none
-  std::vector<uint8_t> kind;              ///< RowKind
-  std::vector<uint8_t> is_async;          ///< a range that ended on another thread
+  std::vector<int32_t> detail;    ///< index into `args`, -1 when none
+  std::vector<uint8_t> kind;      ///< RowKind
+  std::vector<uint8_t> is_async;  ///< a range that ended on another thread
   /// Inside an open event of the same name, kind and asyncness on its thread (a recursive
   /// call): its duration is already in the outer one's, so totals skip it (as key_averages).
   std::vector<uint8_t> recursive;

@@ -391,7 +391,9 @@ TEST_F(ChromeTraceTest, AsyncRangesDoNotBreakNesting) {
       async = std::make_unique<RecordFunction>();
       async->before("async_op");
     }
-    { FRAMESCOPE_RANGE("later_sibling"); }
+    {
+      FRAMESCOPE_RANGE("later_sibling");
+    }
     std::thread th([&] { async->end(); });
     th.join();
   });

@@ -27,9 +27,9 @@ Trace sample() {
   d.inputs = {RangeInput::of_shape({2, 3}), RangeInput::of_shape({4}, "float"),
               RangeInput::of_int(7), RangeInput::of_string("a\"b"), RangeInput()};
   t.details.push_back(d);
-  t.events = {ev(0, 100, -1, f, 0), ev(10, 50, 0, f, 1), ev(20, 10, 1, g, 2),
-              ev(40, 10, 1, r, 2, EventCategory::kUserAnnotation), ev(70, 20, 0, g, 1),
-              ev(95, -1, 0, m, 1, EventCategory::kMark)};
+  t.events = {ev(0, 100, -1, f, 0), ev(10, 50, 0, f, 1),
+              ev(20, 10, 1, g, 2),  ev(40, 10, 1, r, 2, EventCategory::kUserAnnotation),
+              ev(70, 20, 0, g, 1),  ev(95, -1, 0, m, 1, EventCategory::kMark)};
   t.events[3].detail = 0;
   t.start_ns = 0;
   t.stop_ns = 100;
@@ -100,7 +100,7 @@ TEST_F(ColumnarBatchesTest, TreeKindsOffsetAndArgs) {
   EXPECT_EQ(by_id[1].parent, 0);
   EXPECT_EQ(by_id[1].recursive, 1);  // f inside f
   EXPECT_EQ(by_id[0].recursive, 0);
-  EXPECT_EQ(by_id[2].start, 1020);   // offset applied
+  EXPECT_EQ(by_id[2].start, 1020);  // offset applied
   EXPECT_EQ(by_id[3].kind, uint8_t(RowKind::kRange));
   EXPECT_EQ(by_id[3].flops, 96);
   EXPECT_EQ(by_id[3].args,

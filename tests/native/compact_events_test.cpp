@@ -19,7 +19,6 @@ using internal::ThreadBuffer;
 
 class CompactEventsTest : public CoreTest {};
 
-
 struct Recorder {
   ThreadBuffer* buffer = nullptr;
   uint64_t epoch = 0;

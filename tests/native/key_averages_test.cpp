@@ -118,7 +118,7 @@ TEST_F(KeyAveragesTest, NamesakeRangesWithSiblingsStaySeparate) {
   t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
   const uint32_t a = t.intern(sym("A")), b = t.intern(sym("B")), c = t.intern(sym("C"));
   const auto op = EventCategory::kCpuOp;
-  t.events = {ev(0, 100, -1, a, 0, op),  ev(10, 30, 0, a, 1, op),   ev(50, 40, 0, a, 1, op),
+  t.events = {ev(0, 100, -1, a, 0, op),   ev(10, 30, 0, a, 1, op),  ev(50, 40, 0, a, 1, op),
               ev(100, 100, -1, b, 0, op), ev(110, 40, 3, b, 1, op), ev(160, 30, 3, c, 1, op)};
   t.start_ns = 0;
   t.stop_ns = 200;
@@ -230,7 +230,7 @@ class TimeOrderedSource final : public TraceSource {
   uint64_t event_count() const override { return t_.events.size(); }
   int64_t time_base_ns() const override { return 0; }
   void visit(TraceVisitor& v) const override {
-    const TraceView view{t_.symbols, t_.threads, t_.details,       t_.warnings,
+    const TraceView view{t_.symbols,  t_.threads, t_.details,        t_.warnings,
                          t_.start_ns, t_.stop_ns, t_.dropped_events, t_.recorded_events};
     v.begin_trace(view);
     v.begin_thread(0);
@@ -274,7 +274,7 @@ TEST_F(KeyAveragesTest, RangeOutlivingItsFrameLeavesTheFramesSelfTime) {
   const KeyAverages k = compute_key_averages(TimeOrderedSource(t));
   EXPECT_EQ(entry(k, t, "r").self_ns, 60);
   EXPECT_EQ(entry(k, t, "f").self_ns, 10);  // r covered f from 10 on
-  EXPECT_EQ(k.threads[0].self_ns, 70);       // f's 50 and r's 20 beyond it: once each
+  EXPECT_EQ(k.threads[0].self_ns, 70);      // f's 50 and r's 20 beyond it: once each
 }
 
 // module(0..100) > opener(10..30) > x(15..80) > closer(50..75): a range opened in one function
@@ -284,8 +284,8 @@ TEST_F(KeyAveragesTest, RangeOutlivingItsFrameLeavesTheFramesSelfTime) {
 TEST_F(KeyAveragesTest, RangeClosedAfterItsFrameReturnedCountsEachInstantOnce) {
   Trace t;
   t.threads.push_back(ThreadInfo{1, 11, 111, 1, "main"});
-  const uint32_t m = t.intern(sym("module")), op = t.intern(sym("opener")),
-                 x = t.intern(sym("x")), cl = t.intern(sym("closer"));
+  const uint32_t m = t.intern(sym("module")), op = t.intern(sym("opener")), x = t.intern(sym("x")),
+                 cl = t.intern(sym("closer"));
   t.events = {ev(0, 100, -1, m, 0), ev(10, 20, 0, op, 1),
               ev(15, 65, 1, x, 2, EventCategory::kUserAnnotation), ev(50, 25, 2, cl, 3)};
   t.stop_ns = 100;

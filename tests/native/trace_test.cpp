@@ -1,4 +1,5 @@
-// tests/native/trace_test.cpp: Trace interning, merge, and per-symbol stats of a materialized trace.
+// tests/native/trace_test.cpp: Trace interning, merge, and per-symbol stats of a materialized
+// trace.
 #include <map>
 #include <sstream>
 #include <thread>

@@ -149,12 +149,15 @@ TEST_F(WritersTest, ChromeJsonParsesAndNests) {
 TEST_F(WritersTest, TaskStepsGetATrackPerTaskAndThread) {
   const Trace recorded = record([] {
     for (int i = 0; i < 3; ++i) {
-      { RecordFunction a("asyncio.Task worker #1", RecordScope::kUserScope); }
+      {
+        RecordFunction a("asyncio.Task worker #1", RecordScope::kUserScope);
+      }
       if (i < 2) RecordFunction b("asyncio.Task other #2", RecordScope::kUserScope);
     }
     std::thread([] {  // work the first Task handed to a thread (asyncio.to_thread)
       RecordFunction a("asyncio.Task worker #1", RecordScope::kUserScope);
-    }).join();
+    })
+        .join();
   });
   const MaterializedSource source(recorded);
   StringSink json;
@@ -557,8 +560,8 @@ TEST_F(WritersTest, CollapsedStacksFoldFramesDeeperThanTheLimit) {
     }
   }
   EXPECT_EQ(lines, 1001);
-  EXPECT_EQ(deepest, 1001u);      // 1000 frames and the folded one, below the thread's root
-  EXPECT_EQ(sum, 2 * kDepth);     // every frame's self time, in µs
+  EXPECT_EQ(deepest, 1001u);   // 1000 frames and the folded one, below the thread's root
+  EXPECT_EQ(sum, 2 * kDepth);  // every frame's self time, in µs
   EXPECT_LT(sink.out.size(), 4u << 20);
 }
 

@@ -159,7 +159,9 @@ static void bind_path_fallbacks(nb::class_<PyTrace>& trace) {
   trace
       .def(
           "export_chrome_trace",
-          [](const PyTrace&, nb::handle path) { bad_path_arg(path, "Trace.export_chrome_trace()"); },
+          [](const PyTrace&, nb::handle path) {
+            bad_path_arg(path, "Trace.export_chrome_trace()");
+          },
           "path"_a.none())
       .def(
           "export",
@@ -168,7 +170,8 @@ static void bind_path_fallbacks(nb::class_<PyTrace>& trace) {
               PyErr_Clear();
               bad_path_arg(path, "Trace.export()");
             }
-            PyErr_Format(PyExc_TypeError, "Trace.export(): progress must be True or False, not %.100s",
+            PyErr_Format(PyExc_TypeError,
+                         "Trace.export(): progress must be True or False, not %.100s",
                          Py_TYPE(progress.ptr())->tp_name);
             throw nb::python_error();
           },
@@ -179,7 +182,6 @@ static void bind_path_fallbacks(nb::class_<PyTrace>& trace) {
       .def_static(
           "load", [](nb::handle path) { bad_path_arg(path, "Trace.load()"); }, "path"_a.none());
 }
-
 
 void bind_trace(nb::module_& m) {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -276,9 +278,9 @@ void bind_trace(nb::module_& m) {
       .def(
           "export",
           [](const PyTrace& t, const std::string& path, nb::handle format, bool progress) {
-            const ExportFormat f =
-                format.is_none() ? format_for_path(path)
-                                 : parse_format(text_arg(format, "Trace.export()", "format"));
+            const ExportFormat f = format.is_none()
+                                       ? format_for_path(path)
+                                       : parse_format(text_arg(format, "Trace.export()", "format"));
             // gzip by extension; pstats.Stats reads only plain files, so a pstats .gz is refused
             // rather than written plain under a name that says gzip.
             const bool gzip = is_gzip_path(path);

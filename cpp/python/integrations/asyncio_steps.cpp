@@ -101,8 +101,8 @@ const char* name_of(PyObject* task) {
   std::string text = "asyncio.Task ";
   PyObject* given = PyObject_CallMethodNoArgs(task, g_get_name);
   Py_ssize_t size = 0;
-  const char* utf8 = given && PyUnicode_Check(given) ? PyUnicode_AsUTF8AndSize(given, &size)
-                                                     : nullptr;
+  const char* utf8 =
+      given && PyUnicode_Check(given) ? PyUnicode_AsUTF8AndSize(given, &size) : nullptr;
   if (utf8) {
     text.append(utf8, size_t(size));
   } else {  // a Task subclass's odd get_name, a name with lone surrogates
@@ -161,8 +161,8 @@ int task_of(PyObject* callback, PyObject** task) {
     self = g_wrapper_get(callback, g_wrapper_closure);
     if (!self) return -1;
   } else if (PyCFunction_Check(callback)) {  // a C Task's __wakeup
-    self = (PyCFunction_GET_FLAGS(callback) & METH_STATIC) ? nullptr
-                                                             : PyCFunction_GET_SELF(callback);
+    self =
+        (PyCFunction_GET_FLAGS(callback) & METH_STATIC) ? nullptr : PyCFunction_GET_SELF(callback);
     Py_XINCREF(self);
   } else if (PyMethod_Check(callback)) {  // the Python Task's __step / __wakeup
     self = PyMethod_GET_SELF(callback);

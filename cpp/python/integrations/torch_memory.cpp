@@ -63,8 +63,8 @@ struct DebugInfoBase {
 struct MemoryReportingInfoBase : DebugInfoBase {
   virtual void reportMemoryUsage(void* ptr, int64_t alloc_size, size_t total_allocated,
                                  size_t total_reserved, Device device) = 0;
-  virtual void reportOutOfMemory(int64_t alloc_size, size_t total_allocated,
-                                 size_t total_reserved, Device device) = 0;
+  virtual void reportOutOfMemory(int64_t alloc_size, size_t total_allocated, size_t total_reserved,
+                                 Device device) = 0;
   virtual bool memoryProfilingEnabled() const = 0;
 };
 
@@ -170,9 +170,7 @@ class MemoryState final : public ProfilerStateBase {
     record_memory(ptr, alloc_size, int64_t(total_allocated), int64_t(total_reserved), -1);
   }
   void reportOutOfMemory(int64_t, size_t, size_t, Device) override {}
-  bool memoryProfilingEnabled() const override {
-    return enabled_.load(std::memory_order_relaxed);
-  }
+  bool memoryProfilingEnabled() const override { return enabled_.load(std::memory_order_relaxed); }
   int profilerType() override { return kActiveProfilerNone; }
 
   void disable() { enabled_.store(false, std::memory_order_relaxed); }

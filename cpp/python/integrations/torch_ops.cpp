@@ -227,8 +227,7 @@ void add_callbacks(bool needs_inputs) {
   // torch keeps a registered callback in its global list and each thread's cached copy; ranges
   // that started with it still get its end call after removal, so both functions stay valid for
   // the life of the process (this extension is never unloaded).
-  g_handles.push_back(
-      g_api.add_global_callback(make_callback(start_cpu_op, false, needs_inputs)));
+  g_handles.push_back(g_api.add_global_callback(make_callback(start_cpu_op, false, needs_inputs)));
   g_handles.push_back(
       g_api.add_global_callback(make_callback(start_user_scope, true, needs_inputs)));
 }
@@ -268,7 +267,8 @@ PyObject* torch_ops_attach(PyObject*, PyObject*) {
       return nullptr;
     }
     std::string no_types;
-    resolve_symbol(s.handle, kInputTypes, api.input_types, no_types);  // absent with the old C++ ABI
+    resolve_symbol(s.handle, kInputTypes, api.input_types,
+                   no_types);  // absent with the old C++ ABI
     api.library = s.path;
     g_api = std::move(api);
     g_attached = true;
@@ -310,8 +310,8 @@ PyObject* torch_ops_probe(PyObject*, PyObject* fn) {
       Py_XDECREF(dims);
     }
     for (size_t i = 0; ok && i < r.types.size(); ++i) {
-      PyObject* t = PyUnicode_DecodeUTF8(r.types[i].data(), Py_ssize_t(r.types[i].size()),
-                                         "replace");
+      PyObject* t =
+          PyUnicode_DecodeUTF8(r.types[i].data(), Py_ssize_t(r.types[i].size()), "replace");
       ok = t && PyList_Append(types, t) == 0;
       Py_XDECREF(t);
     }

@@ -164,7 +164,7 @@ FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCode
     buffer->append_compact(ticks, extra->compact_call_bits);
     return true;
   }
-  if (left_out_code(code)) return false;  // filtered out: no clock read, no registration
+  if (left_out_code(code)) return false;      // filtered out: no clock read, no registration
   const uint64_t ticks = hook_ticks<kTsc>();  // the call's time, not the end of its registration
   const uint64_t key = register_code(code, frame, throwflag);
   if (FRAMESCOPE_UNLIKELY(!key)) return false;
@@ -491,9 +491,7 @@ void hook_release(HookUser user) {
 
 unsigned hook_users() { return g_hook_users; }
 
-bool hook_is_current() {
-  return is_our_eval(_PyInterpreterState_GetEvalFrameFunc(interp()));
-}
+bool hook_is_current() { return is_our_eval(_PyInterpreterState_GetEvalFrameFunc(interp())); }
 
 std::string foreign_frame_hook() {
   EvalFrameFunction current = _PyInterpreterState_GetEvalFrameFunc(interp());

@@ -199,9 +199,8 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag) {
       extra->tracer_slow_path = true;
     }
 #endif
-    extra->compact_epoch = extra->compact_call_bits && !extra->tracer_slow_path
-                               ? g_tracer.epoch
-                               : kNoCompactEpoch;
+    extra->compact_epoch =
+        extra->compact_call_bits && !extra->tracer_slow_path ? g_tracer.epoch : kNoCompactEpoch;
     if (g_tracer.backend == TracerBackend::kFrameHook) inline_frames_code_registered(code, frame);
   }
 #if FS_PY311

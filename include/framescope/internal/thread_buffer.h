@@ -268,14 +268,14 @@ class ThreadBuffer {
   // Just past the last pair slot with an empty second half: equal to cursor_ while that slot is
   // the newest (one compare on the hot path), else null or older.
   RawEvent* pending_end_ = nullptr;
-  uint64_t base_ticks_ = 0;             // base of compact events in the current chunk
-  uint64_t base_window_ = 0;            // kCompactDeltaLimit once the current chunk has a base
+  uint64_t base_ticks_ = 0;   // base of compact events in the current chunk
+  uint64_t base_window_ = 0;  // kCompactDeltaLimit once the current chunk has a base
   Session* session_;
   uint32_t index_;
   bool full_ = false;      // at the memory limit with the stop policy: events counted, not kept
   bool detached_ = false;  // the session stopped
   std::atomic<bool> exited_{false};
-  bool counting_only_ = false;  // shared by several threads: only dropped_ (atomic) changes
+  bool counting_only_ = false;        // shared by several threads: only dropped_ (atomic) changes
   uint32_t next_chunk_events_ = 256;  // size of the next chunk (ChunkPool::kMinChunkEvents, x4)
 
   mutable std::mutex mutex_;
