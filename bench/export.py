@@ -36,6 +36,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
+from _child_programs import FIB_ON_FOUR_THREADS  # bench/ is sys.path[0] when run
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 FORMATS = {
@@ -91,13 +93,6 @@ print(json.dumps({"before": before, "peak": peak, "slot_bytes": prof.trace.slot_
 STREAM_CHILD = r"""
 import json, math, os, resource, sys, threading, time
 import framescope
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-def calls(n):
-    a, b = 1, 1
-    for _ in range(n - 1):
-        a, b = b, a + b + 1
-    return b
 def peak_mb():
     # VmHWM: this process's own high-water mark. ru_maxrss is not: on Linux it starts at the
     # parent's peak (kept across fork and exec), which made earlier runs report the bench
@@ -112,13 +107,7 @@ def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 inherited_maxrss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 target, fstrace, pftrace = float(sys.argv[1]), sys.argv[2], sys.argv[3]
-n = 20
-while 4 * 2 * calls(n + 1) <= target:
-    n += 1
-rounds = max(1, math.ceil(target / (4 * 2 * calls(n))))
-def work():
-    for _ in range(rounds):
-        fib(n)
+""" + FIB_ON_FOUR_THREADS + r"""
 t = time.perf_counter()
 with framescope.profile(stream_to=fstrace) as prof:
     threads = [threading.Thread(target=work) for _ in range(4)]

@@ -31,27 +31,16 @@ import tempfile
 import time
 from typing import Any
 
+from _child_programs import FIB_ON_FOUR_THREADS  # bench/ is sys.path[0] when run
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = {"export_events_per_s": 10e6, "bytes_per_event": 8.0, "export_peak_rss_mb": 512,
            "sql_rows": 100e6, "sql_s": 3.0, "sql_peak_rss_mb": 1024}
 
 RECORD_CHILD = r"""
 import math, sys, threading, framescope
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-def calls(n):
-    a, b = 1, 1
-    for _ in range(n - 1):
-        a, b = b, a + b + 1
-    return b
 target, path = float(sys.argv[1]), sys.argv[2]
-n = 20
-while 4 * 2 * calls(n + 1) <= target:
-    n += 1
-rounds = max(1, math.ceil(target / (4 * 2 * calls(n))))
-def work():
-    for _ in range(rounds):
-        fib(n)
+""" + FIB_ON_FOUR_THREADS + r"""
 with framescope.profile(stream_to=path) as prof:
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads: t.start()
