@@ -51,25 +51,13 @@ class DurationRecorder final : public TraceVisitor {
 };
 
 std::shared_ptr<const std::vector<int64_t>> durations_of(TraceState& st) {
-  {
-    std::lock_guard<std::mutex> lock(st.mutex);
-    if (st.durations) return st.durations;
-  }
-  nb::gil_scoped_release release;
-  std::lock_guard<std::mutex> build(st.index_build);
-  std::shared_ptr<const StoredTrace> stored;
-  {
-    std::lock_guard<std::mutex> lock(st.mutex);
-    if (st.durations) return st.durations;
-    stored = st.stored;
-  }
-  auto durations = std::make_shared<std::vector<int64_t>>();
-  durations->reserve(size_t(stored->event_count()));  // counted once per trace, then cached
-  DurationRecorder recorder(*durations);
-  stored->visit(recorder);
-  std::lock_guard<std::mutex> lock(st.mutex);
-  if (st.stored == stored) st.durations = durations;
-  return durations;
+  return st.built_once(&TraceState::durations, [](const StoredTrace& stored) {
+    auto durations = std::make_shared<std::vector<int64_t>>();
+    durations->reserve(size_t(stored.event_count()));  // counted once per trace, then cached
+    DurationRecorder recorder(*durations);
+    stored.visit(recorder);
+    return std::shared_ptr<const std::vector<int64_t>>(std::move(durations));
+  });
 }
 
 // What every Event of one trace state shares: the trace (identity, symbols) and its names as
@@ -374,7 +362,8 @@ void bind_events(nb::module_& m, nb::class_<PyTrace>& trace) {
             }
             return events_of(ctx, c.found);
           },
-          "parent"_a.none(), "The direct children of the event with index `parent`, in index order.");
+          "parent"_a.none(),
+          "The direct children of the event with index `parent`, in index order.");
 }
 
 }  // namespace framescope::py

@@ -52,22 +52,9 @@ void set_output_error(const OutputError& e) {
 
 // The materialized index (random access: event(i), detail(i)), built once per trace state.
 std::shared_ptr<const Trace> index_of(TraceState& st) {
-  {
-    std::lock_guard<std::mutex> lock(st.mutex);
-    if (st.index) return st.index;
-  }
-  nb::gil_scoped_release release;
-  std::lock_guard<std::mutex> build(st.index_build);
-  std::shared_ptr<const StoredTrace> stored;
-  {
-    std::lock_guard<std::mutex> lock(st.mutex);
-    if (st.index) return st.index;
-    stored = st.stored;
-  }
-  auto index = std::make_shared<const Trace>(materialize(*stored));
-  std::lock_guard<std::mutex> lock(st.mutex);
-  if (st.stored == stored) st.index = index;
-  return index;
+  return st.built_once(&TraceState::index, [](const StoredTrace& stored) {
+    return std::make_shared<const Trace>(materialize(stored));
+  });
 }
 
 namespace {

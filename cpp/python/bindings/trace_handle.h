@@ -30,6 +30,30 @@ struct TraceState {
     std::lock_guard<std::mutex> lock(mutex);
     return stored;
   }
+
+  /// What `build(stored)` makes of the current trace, cached in `slot` (a member of this state
+  /// that merge() clears): built once, by one thread at a time (`index_build`), with the GIL
+  /// released; the result is kept only if no merge swapped the trace meanwhile. Call with the
+  /// GIL held.
+  template <class T, class Build>
+  std::shared_ptr<const T> built_once(std::shared_ptr<const T> TraceState::* slot, Build build) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (this->*slot) return this->*slot;
+    }
+    nanobind::gil_scoped_release release;
+    std::lock_guard<std::mutex> building(index_build);
+    std::shared_ptr<const StoredTrace> source;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (this->*slot) return this->*slot;  // built by the thread this one waited for
+      source = stored;
+    }
+    std::shared_ptr<const T> made = build(*source);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stored == source) this->*slot = made;
+    return made;
+  }
 };
 
 struct EventContext;  // bindings_events.cpp
