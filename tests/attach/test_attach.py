@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.programs import as_from_a_terminal
 from tests.support.trace_checker import check_trace, load_trace
 
 TARGET = str(Path(__file__).parents[1] / "support" / "attach_target.py")
@@ -237,14 +238,22 @@ def test_attach_options_and_formats(needs_ptrace, targets, tmp_path) -> None:
 def test_stop_with_ctrl_c(needs_ptrace, targets, tmp_path) -> None:
     target = targets()
     out = tmp_path / "window.json"
+    # SIGINT at its default in the command, as from a terminal: a suite run in the background
+    # by a non-interactive shell starts every child with SIGINT ignored.
     proc = subprocess.Popen([sys.executable, "-m", "framescope", "attach", str(target.pid),
-                             "-o", str(out), "--limit", "0"], stderr=subprocess.PIPE, text=True)
+                             "-o", str(out), "--limit", "0"], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_from_a_terminal)
     assert proc.stderr is not None
     line = proc.stderr.readline()
     assert "recording process" in line, line + proc.stderr.read()
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=ATTACH_TIMEOUT)
+    try:
+        _, err = proc.communicate(timeout=ATTACH_TIMEOUT)
+    finally:
+        if proc.poll() is None:  # never left attached to the next test's machine
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 0, err
     assert "written to" in err
     load_trace(str(out))

@@ -33,9 +33,11 @@ def spin_step(n):
 
 
 def spin_worker():
-    while not stop.is_set():
+    while True:  # one step at least: "worked" says the thread ran, however early "stop" came
         spin_step(200)
         counts["worker"] += 1
+        if stop.is_set():
+            return
 
 
 def sleepy_waiter():
@@ -76,7 +78,7 @@ def state():
 
 
 def long_running_frame(stop_file):
-    while not stop.is_set():
+    while True:  # one step at least, as spin_worker
         spin_step(300)
         counts["main"] += 1
         if exit_now.is_set():
@@ -85,6 +87,8 @@ def long_running_frame(stop_file):
             sys.exit(5)
         if stop_file is not None and counts["main"] % 64 == 0 and os.path.exists(stop_file):
             stop.set()
+        if stop.is_set():
+            return
 
 
 def read_commands():
