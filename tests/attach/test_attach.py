@@ -235,16 +235,22 @@ def test_attach_options_and_formats(needs_ptrace, targets, tmp_path) -> None:
     assert_unharmed(target)
 
 
+def start_window(pid: int, out: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
+    """``framescope attach PID -o OUT --limit 0 OPTIONS`` running in the background, and the
+    first line it printed (the window's start, or why there is none). The command starts as
+    from a terminal, with SIGINT at its default: a suite run in the background by a
+    non-interactive shell starts every child with SIGINT ignored."""
+    proc = subprocess.Popen([sys.executable, "-m", "framescope", "attach", str(pid),
+                             "-o", str(out), "--limit", "0", *options],
+                            stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
+    assert proc.stderr is not None
+    return proc, proc.stderr.readline()
+
+
 def test_stop_with_ctrl_c(needs_ptrace, targets, tmp_path) -> None:
     target = targets()
     out = tmp_path / "window.json"
-    # SIGINT at its default in the command, as from a terminal: a suite run in the background
-    # by a non-interactive shell starts every child with SIGINT ignored.
-    proc = subprocess.Popen([sys.executable, "-m", "framescope", "attach", str(target.pid),
-                             "-o", str(out), "--limit", "0"], stderr=subprocess.PIPE, text=True,
-                            preexec_fn=as_from_a_terminal)
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
+    proc, line = start_window(target.pid, out)
     assert "recording process" in line, line + proc.stderr.read()
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
@@ -266,11 +272,7 @@ def test_target_exits_during_the_capture(needs_ptrace, targets, tmp_path) -> Non
     during the interpreter's finalization crashed the process once)."""
     target = targets()
     out = tmp_path / "window.json"
-    proc = subprocess.Popen([sys.executable, "-m", "framescope", "attach", str(target.pid),
-                             "--duration", "120", "-o", str(out), "--limit", "0"],
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
+    proc, line = start_window(target.pid, out, "--duration", "120")
     assert "recording process" in line, line + proc.stderr.read()
     code, stdout, err = target.finish("exit")
     assert (code, err) == (5, ""), err
@@ -458,11 +460,7 @@ def test_listening_target_exits_during_the_capture(tmp_path) -> None:
         listener.pid = int(listener.proc.stdout.readline().split()[1])
         _listen_socket(listener.pid)
         out = tmp_path / "window.json"
-        proc = subprocess.Popen([sys.executable, "-m", "framescope", "attach", str(listener.pid),
-                                 "--duration", "120", "-o", str(out), "--limit", "0"],
-                                stderr=subprocess.PIPE, text=True)
-        assert proc.stderr is not None
-        line = proc.stderr.readline()
+        proc, line = start_window(listener.pid, out, "--duration", "120")
         assert "through its listening socket" in line, line + proc.stderr.read()
         code, stdout, err = listener.finish("exit")
         assert (code, err) == (5, ""), err
