@@ -140,10 +140,15 @@ def _record_batch(b: dict[str, Any], threads: _Threads, with_rank: bool) -> pa.R
         # range by construction: no bounds check over every row (safe=False).
         return pa.DictionaryArray.from_arrays(indices, values, safe=False)
 
+    def take(values: Any, indices: Any) -> Any:
+        # Per-thread and per-symbol values expanded to rows. The indices are in range by
+        # construction: no bounds check (it took 60% of the gather's time).
+        return pc.take(values, indices, boundscheck=False)
+
     def distinct(indices: Any, by_index: tuple[Any, Any]) -> Any:
         if len(by_index[0]) == len(by_index[1]):  # already distinct
             return dictionary(indices, by_index[1])
-        return dictionary(pc.take(by_index[0], indices), by_index[1])
+        return dictionary(take(by_index[0], indices), by_index[1])
 
     names, files, lines, functions = b["symbols"]
     name_ix = col("name", pa.int32())  # symbol numbers of the batch: < 2^31
@@ -170,7 +175,7 @@ def _record_batch(b: dict[str, Any], threads: _Threads, with_rank: bool) -> pa.R
         "name": dictionary(name_ix, pa.array(names, pa.string())),
         "qualname": distinct(name_ix, _distinct(functions)),
         "file": distinct(name_ix, _distinct(files)),
-        "line": pc.take(pa.array(lines, pa.int32()), name_ix),
+        "line": take(pa.array(lines, pa.int32()), name_ix),
         "start_ns": col("start_ns", pa.int64()),
         "dur_ns": col("dur_ns", pa.int64()),
         "self_ns": col("self_ns", pa.int64()),
@@ -180,11 +185,11 @@ def _record_batch(b: dict[str, Any], threads: _Threads, with_rank: bool) -> pa.R
         "recursive": pc.cast(col("recursive", pa.uint8()), pa.bool_()),
         "is_async": pc.cast(col("is_async", pa.uint8()), pa.bool_()),
         "host": pc.cast(col("host", pa.uint8()), pa.bool_()),
-        "tid": pc.take(threads.tid, thread_ix),
+        "tid": take(threads.tid, thread_ix),
         "thread_name": distinct(thread_ix, threads.name),
-        "pid": pc.take(threads.pid, thread_ix),
+        "pid": take(threads.pid, thread_ix),
         "process_name": distinct(thread_ix, threads.process),
-        "rank": pc.take(threads.rank, thread_ix),
+        "rank": take(threads.rank, thread_ix),
         "alloc_bytes": col("alloc_bytes", pa.int64()),
         "alloc_self_bytes": col("alloc_self_bytes", pa.int64()),
         "flops": col("flops", pa.int64()),
