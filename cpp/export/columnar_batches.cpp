@@ -47,11 +47,18 @@ template <class F>
 void each_column(ColumnBatch& b, F&& f) {
   f(b.id), f(b.parent), f(b.start_ns), f(b.dur_ns), f(b.self_ns), f(b.cpu_ns), f(b.cpu_self_ns);
   f(b.alloc_bytes), f(b.alloc_self_bytes), f(b.flops), f(b.thread), f(b.name), f(b.depth);
-  f(b.detail), f(b.kind), f(b.is_async), f(b.recursive), f(b.host);
+  f(b.detail), f(b.kind);
+}
+
+// The bit-packed flags: set by OR, so zeroed for every batch ((n + 7) / 8 bytes each).
+template <class F>
+void each_flag(ColumnBatch& b, F&& f) {
+  f(b.is_async), f(b.recursive), f(b.host);
 }
 
 void reset(ColumnBatch& b, size_t n) {
   each_column(b, [n](auto& v) { v.resize(n); });
+  each_flag(b, [n](auto& v) { v.assign((n + 7) / 8, 0); });
   b.rows = 0;
   b.symbols.clear();
   b.args.clear();
@@ -60,6 +67,7 @@ void reset(ColumnBatch& b, size_t n) {
 
 void finish(ColumnBatch& b) {
   each_column(b, [&b](auto& v) { v.resize(b.rows); });
+  each_flag(b, [&b](auto& v) { v.resize((b.rows + 7) / 8); });
 }
 
 // The time rules are key_averages' (cpp/analysis/key_averages.cpp, ungrouped): self time is the
@@ -237,9 +245,10 @@ class ColumnarVisitor final : public TraceVisitor {
       col_.detail[r] = -1;
     }
     col_.kind[r] = uint8_t(kind);
-    col_.is_async[r] = s.async_end ? 1 : 0;
-    col_.recursive[r] = recursive ? 1 : 0;
-    col_.host[r] = s.host ? 1 : 0;
+    const uint8_t bit = uint8_t(r & 7);
+    col_.is_async[r >> 3] |= uint8_t(uint8_t(s.async_end) << bit);
+    col_.recursive[r >> 3] |= uint8_t(uint8_t(recursive) << bit);
+    col_.host[r >> 3] |= uint8_t(uint8_t(s.host) << bit);
     if ((b.rows = r + 1) >= o_.batch_rows) flush();
   }
 

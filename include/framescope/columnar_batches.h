@@ -47,6 +47,8 @@ struct ColumnBatch {
   std::vector<int32_t> depth;
   std::vector<int32_t> detail;    ///< index into `args`, -1 when none
   std::vector<uint8_t> kind;      ///< RowKind
+  // The flags are bit-packed, row i in bit i % 8 of byte i / 8 (Arrow's boolean layout, so a
+  // consumer wraps them as they are; read them with flag()): (rows + 7) / 8 bytes each.
   std::vector<uint8_t> is_async;  ///< a range that ended on another thread
   /// Inside an open event of the same name, kind and asyncness on its thread (a recursive
   /// call): its duration is already in the outer one's, so totals skip it (as key_averages).
@@ -59,6 +61,11 @@ struct ColumnBatch {
   bool any_cpu_known = false;     ///< some row has cpu_ns >= 0
   bool any_cpu_unknown = false;   ///< some row has cpu_ns < 0
 };
+
+/// Row `row`'s bit in a bit-packed flag column of ColumnBatch (is_async, recursive, host).
+inline bool flag(const std::vector<uint8_t>& bits, size_t row) {
+  return (bits[row >> 3] >> (row & 7)) & 1;
+}
 
 struct ColumnarOptions {
   size_t batch_rows = size_t(1) << 20;  ///< rows per batch (the last may have fewer)

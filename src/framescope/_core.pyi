@@ -281,7 +281,7 @@ def _column_batches(trace: Trace, sink: Callable[[dict[str, Any]], object],
     dict of "rows", per-row columns (buffer-protocol arrays over the batch's own memory: "id",
     "parent_id", "start_ns", "dur_ns", "self_ns", "cpu_ns", "cpu_self_ns", "alloc_bytes",
     "alloc_self_bytes", "flops" int64; "thread", "name" uint32; "depth", "detail" int32;
-    "kind", "is_async", "recursive" uint8), "symbols" (names, files, lines, functions of the
+    "kind" uint8; "is_async", "recursive", "host" bit-packed as Arrow booleans), "symbols" (names, files, lines, functions of the
     batch's name numbers), "args" (JSON per detail number), "any_cpu_known",
     "any_cpu_unknown". ``offset_ns`` is added to every start. What ``sink`` raises ends the
     replay and propagates."""

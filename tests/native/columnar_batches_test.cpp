@@ -57,7 +57,8 @@ std::vector<Row> rows_of(const Trace& t, size_t batch_rows, int64_t offset = 0,
     for (size_t i = 0; i < b.rows; ++i) {
       const uint32_t s = b.symbols.at(b.name[i]);
       rows.push_back(Row{b.id[i], b.parent[i], b.start_ns[i], b.dur_ns[i], b.self_ns[i],
-                         t.symbols.at(s).name, b.kind[i], b.recursive[i], b.flops[i],
+                         t.symbols.at(s).name, b.kind[i], uint8_t(flag(b.recursive, i)),
+                         b.flops[i],
                          b.detail[i] < 0 ? std::string() : b.args.at(size_t(b.detail[i]))});
     }
   });
@@ -142,8 +143,8 @@ TEST_F(ColumnarBatchesTest, HostColumnFollowsTheHostClasses) {
   std::map<int64_t, uint8_t> host;
   ColumnarOptions o;
   write_column_batches(MarkedSource(t, classes), o, [&](ColumnBatch& b) {
-    ASSERT_EQ(b.host.size(), b.rows);
-    for (size_t i = 0; i < b.rows; ++i) host[b.id[i]] = b.host[i];
+    ASSERT_EQ(b.host.size(), (b.rows + 7) / 8);
+    for (size_t i = 0; i < b.rows; ++i) host[b.id[i]] = flag(b.host, i);
   });
   ASSERT_EQ(host.size(), 6u);
   EXPECT_EQ(host[0], 1);  // f
@@ -153,7 +154,7 @@ TEST_F(ColumnarBatchesTest, HostColumnFollowsTheHostClasses) {
   EXPECT_EQ(host[4], 1);  // g called by f
   // Without marking every row is the program's.
   write_column_batches(MaterializedSource(t), o, [&](ColumnBatch& b) {
-    for (size_t i = 0; i < b.rows; ++i) EXPECT_EQ(b.host[i], 0);
+    for (size_t i = 0; i < b.rows; ++i) EXPECT_FALSE(flag(b.host, i));
   });
 }
 
