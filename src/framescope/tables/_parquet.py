@@ -243,11 +243,11 @@ def _writer(path: str, with_rank: bool) -> Any:
     # bigger; measured in bench/tables.py's runs). Times are then stored uncompressed
     # (_UNCOMPRESSED); ids keep zstd (their deltas repeat: 1.2 -> 0.1 B/row for ~1 ns/row).
     # The rest is plain and left to zstd, which shrinks the per-thread runs of tid, pid, rank
-    # and depth to almost nothing. BYTE_STREAM_SPLIT + zstd would be faster still and smaller
-    # for the times, but DuckDB reads it for integers only since 2026 (duckdb#24175), so older
-    # engines could not open the files. Statistics only where engines use them to skip row
-    # groups (times). The file keeps no Arrow schema: readers see plain strings, not
-    # per-row-group dictionaries (pandas categoricals), from every tool.
+    # and depth to almost nothing. BYTE_STREAM_SPLIT + zstd would make the times smaller but
+    # not faster than uncompressed delta, and DuckDB reads it for integers only since 2026
+    # (duckdb#24175): older engines could not open the files. Statistics only where engines
+    # use them to skip row groups (times). The file keeps no Arrow schema: readers see plain
+    # strings, not per-row-group dictionaries (pandas categoricals), from every tool.
     names = schema(with_rank).names
     return pq.ParquetWriter(
         path, schema(with_rank, dictionaries=True),
