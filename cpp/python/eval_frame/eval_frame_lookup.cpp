@@ -24,6 +24,7 @@
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
 #include "framescope/record_function.h"
+#include "tracer/tracer.h"
 #include "tracer/tracer_api.h"
 
 namespace framescope::py {
@@ -173,28 +174,30 @@ FRAMESCOPE_NOINLINE int first_visible_entry(EvalState* st, LookupContext lk,
   return 0;
 }
 
-// Runs the guards of the visible entries in order. 1: hit (*hit is a new reference, moved to the
-// head), 0: miss (also when the state was reset meanwhile), -1: error. *locals_out gets the
-// f_locals view the guards saw (new reference), if one was made.
-FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupContext lk,
-                                          PyObject** locals_out, CacheEntryObject** hit) {
-  PyObject* locals = acquire_frame_locals(frame);  // new
-  if (!locals) return -1;
-  *locals_out = locals;
-  Py_ssize_t index = 0;
-  CacheEntryObject* e = st->head;
-  Py_XINCREF(e);
+// Runs the guards of the visible entries in order from `e` (a new reference; the entry at
+// position `index`). When `check_fn` is given (a new reference: e's guard), that guard already
+// ran and returned `ok`. 1: hit (*hit is a new reference, moved to the head), 0: miss (also when
+// the state was reset meanwhile), -1: error. Consumes the references to `e` and `check_fn`.
+FRAMESCOPE_NOINLINE int walk_from(EvalState* st, LookupContext lk, PyObject* locals,
+                                  CacheEntryObject* e, Py_ssize_t index, PyObject* check_fn,
+                                  int ok, CacheEntryObject** hit) {
   while (e) {
-    int visible = entry_visible(e, lk);
-    if (visible < 0) {
-      Py_DECREF(e);
-      return -1;
-    }
-    if (visible) {
+    if (!check_fn) {
+      int visible = entry_visible(e, lk);
+      if (visible < 0) {
+        Py_DECREF(e);
+        return -1;
+      }
+      if (!visible) {
+        if (st->detached) break;
+        goto next;
+      }
       // Held across the call: the guard may reset the code, dropping the entry's references.
-      PyObject* check_fn = Py_XNewRef(e->check_fn);
+      check_fn = Py_XNewRef(e->check_fn);
       if (!check_fn) break;
-      int ok = call_guard(check_fn, locals);
+      ok = call_guard(check_fn, locals);
+    }
+    {
       const bool raised = ok < 0;
       if (raised &&
           (ok = handle_guard_error(check_fn, e, locals, index, t_eval.guard_errors_fail)) < 0) {
@@ -218,10 +221,9 @@ FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupC
         Py_DECREF(e);
         return -1;
       }
-      Py_DECREF(check_fn);
-    } else if (st->detached) {
-      break;
+      Py_CLEAR(check_fn);
     }
+  next:
     CacheEntryObject* next = e->next;
     Py_XINCREF(next);
     Py_DECREF(e);
@@ -230,6 +232,18 @@ FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupC
   }
   Py_XDECREF(e);
   return 0;
+}
+
+// Runs the guards of the visible entries in order. 1: hit (*hit is a new reference, moved to the
+// head), 0: miss (also when the state was reset meanwhile), -1: error. *locals_out gets the
+// f_locals view the guards saw (new reference), if one was made.
+FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupContext lk,
+                                          PyObject** locals_out, CacheEntryObject** hit) {
+  PyObject* locals = acquire_frame_locals(frame);  // new
+  if (!locals) return -1;
+  *locals_out = locals;
+  return walk_from(st, lk, locals, reinterpret_cast<CacheEntryObject*>(Py_XNewRef(st->head)), 0,
+                   nullptr, 0, hit);
 }
 
 // The guard complete hook, called after the lookup of a code that has entries: hook(cache_hit).
@@ -365,6 +379,72 @@ struct Outcome {
   uint8_t action;           ///< a FrameAction for the frames the frame calls, or kFailed
 };
 
+// One lookup in progress: what begin_lookup() took from the thread and what the walk found.
+struct Lookup {
+  EvalState* st;          ///< held (++refs): a guard may reset the code
+  PyObject* callback;     ///< the thread's callback, taken out while the lookup runs (its ref)
+  uint64_t generation;    ///< t_eval.generation when it was taken out
+  LookupContext lk;
+  PyObject* locals;       ///< the f_locals view the guards saw (new reference), or null
+  CacheEntryObject* hit;  ///< the entry hit (new reference), or null
+};
+
+// Starts the lookup of a frame of `st`'s code. No re-entry: the callback is taken out of the
+// thread (it reads as None) while guards, hooks and the callback run; the lookup holds its
+// reference meanwhile.
+FRAMESCOPE_ALWAYS_INLINE Lookup begin_lookup(HookThread& h, EvalState* st) {
+  ++st->refs;
+  PyObject* callback = h.eval_callback;
+  h.eval_callback = nullptr;
+  return Lookup{st, callback, t_eval.generation, LookupContext{callback == Py_False}, nullptr,
+                nullptr};
+}
+
+// Ends a lookup: gives the thread its callback back (nested frames of the code run are
+// intercepted again) unless set_eval_frame() ran meanwhile (its choice then stands), and
+// releases the view and the state.
+FRAMESCOPE_ALWAYS_INLINE void end_lookup(HookThread& h, const Lookup& lookup) {
+  if (FRAMESCOPE_LIKELY(t_eval.generation == lookup.generation)) {
+    h.eval_callback = lookup.callback;
+  } else {
+    Py_DECREF(lookup.callback);
+  }
+  if (lookup.locals) release_frame_locals(lookup.locals);
+  release_state(lookup.st);
+}
+
+// What follows the walk (`found`: 1 hit, 0 miss, -1 error): a miss calls the callback (or, in
+// run-only mode, runs the original code); then the lookup ends. Returns what to run.
+FRAMESCOPE_NOINLINE Outcome conclude_lookup(PyThreadState* ts, FsFrame* frame,
+                                            PyCodeObject* code, Lookup& lookup, int found) {
+  // Read after the guards (which rarely change it): a reset meanwhile leaves it in the old state.
+  const ExecStrategy stored = lookup.st->strategy;
+  uint8_t recursive = stored.recursive;
+  Plan plan = found > 0 ? Plan::kRunEntry : Plan::kError;
+  if (found == 0) {
+    if (g_skip_guard_eval_unsafe) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "Recompilation triggered with skip_guard_eval_unsafe set: no cached entry of "
+                   "%R can run (framescope.eval_frame.set_skip_guard_eval_unsafe(False) lets the "
+                   "callback be called again)",
+                   reinterpret_cast<PyObject*>(code));
+    } else if (lookup.lk.run_only || stored.cur == kActionRunOnly) {
+      plan = Plan::kRunFrame;
+    } else {
+      plan = call_callback(ts, frame, code, &lookup.st, lookup.callback, stored, &recursive,
+                           &lookup.locals, &lookup.hit);
+    }
+  }
+  end_lookup(t_hook, lookup);
+  CacheEntryObject* hit = lookup.hit;
+  if (plan == Plan::kError) return {nullptr, kFailed};
+  if (plan == Plan::kRunEntry && hit->same_code) {
+    Py_DECREF(hit);
+    return {nullptr, recursive};
+  }
+  return {plan == Plan::kRunEntry ? hit : nullptr, recursive};
+}
+
 // The lookup (and callback) of an intercepted frame. Out of line so that the C stack the frame
 // keeps while it runs (deep recursion) holds none of this. kRunEntry never comes with an entry
 // caching the frame's own code: that is kRunFrame.
@@ -382,54 +462,26 @@ FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeO
     return {nullptr, kFailed};
   }
   if (!st && !(st = state_for(code))) return {nullptr, kFailed};
-  ++st->refs;
-  // No re-entry: the callback is taken out of the thread (it reads as None) while guards, hooks
-  // and the callback run; this holds its reference meanwhile.
-  PyObject* callback = h.eval_callback;
-  h.eval_callback = nullptr;
-  const uint64_t generation = t_eval.generation;
-  const LookupContext lk{callback == Py_False};
-
-  PyObject* locals = nullptr;
-  CacheEntryObject* hit = nullptr;
+  Lookup lookup = begin_lookup(h, st);
   int found = 0;
   if (FRAMESCOPE_LIKELY(!g_lookup_extras)) {
     RecordFunction range("Cache Lookup");
-    if (st->head) found = walk_entries(st, frame, lk, &locals, &hit);
+    if (st->head) found = walk_entries(st, frame, lookup.lk, &lookup.locals, &lookup.hit);
   } else {
-    found = lookup_with_extras(st, code, frame, lk, &locals, &hit);
+    found = lookup_with_extras(st, code, frame, lookup.lk, &lookup.locals, &lookup.hit);
   }
-  // Read after the guards (which rarely change it): a reset meanwhile leaves it in the old state.
-  const ExecStrategy stored = st->strategy;
-  uint8_t recursive = stored.recursive;
-  Plan plan = found > 0 ? Plan::kRunEntry : Plan::kError;
-  if (found == 0) {
-    if (g_skip_guard_eval_unsafe) {
-      PyErr_Format(PyExc_RuntimeError,
-                   "Recompilation triggered with skip_guard_eval_unsafe set: no cached entry of "
-                   "%R can run (framescope.eval_frame.set_skip_guard_eval_unsafe(False) lets the "
-                   "callback be called again)",
-                   reinterpret_cast<PyObject*>(code));
-    } else if (lk.run_only || stored.cur == kActionRunOnly) {
-      plan = Plan::kRunFrame;
-    } else {
-      plan = call_callback(ts, frame, code, &st, callback, stored, &recursive, &locals, &hit);
-    }
-  }
+  return conclude_lookup(ts, frame, code, lookup, found);
+}
 
-  if (t_eval.generation == generation) {
-    h.eval_callback = callback;  // nested frames of the code run are intercepted again
-  } else {
-    Py_DECREF(callback);  // set_eval_frame() ran meanwhile: its choice stands
+// run_frame(ts, frame, 0) of a fresh frame, on the hot path: while the tracer does not record,
+// what run_frame() does then -- chain to the previous evaluation function, giving back the
+// hooked call's C recursion units (3.12+) -- is done here, without run_frame()'s call and its
+// choice of the tracer's variant (frame_hook.cpp's record_or_chain()).
+FRAMESCOPE_ALWAYS_INLINE PyObject* run_fresh_frame(PyThreadState* ts, FsFrame* frame) {
+  if (FRAMESCOPE_LIKELY(!g_tracer.hook_records_frames)) {
+    return eval_hooked_frame(g_previous_eval, ts, frame, 0);
   }
-  if (locals) release_frame_locals(locals);
-  release_state(st);
-  if (plan == Plan::kError) return {nullptr, kFailed};
-  if (plan == Plan::kRunEntry && hit->same_code) {
-    Py_DECREF(hit);
-    return {nullptr, recursive};
-  }
-  return {plan == Plan::kRunEntry ? hit : nullptr, recursive};
+  return run_frame(ts, frame, 0);
 }
 
 // Runs the frame (or `entry` on it) with the thread's setting swapped for what the recursive
@@ -472,13 +524,11 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* run_under(PyThreadState* ts, FsFrame* frame, 
   return run_swapped(ts, frame, throwflag, action, entry);
 }
 
-// Intercepts a fresh frame and runs what the lookup (or the callback) decided.
-FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame* frame,
-                                                     PyCodeObject* code, EvalState* st) {
-  const Outcome o = intercept(ts, frame, code, st);
+// Runs what a lookup decided for a fresh frame.
+FRAMESCOPE_ALWAYS_INLINE PyObject* run_outcome(PyThreadState* ts, FsFrame* frame, Outcome o) {
   PyObject* result;
   if (FRAMESCOPE_LIKELY(o.action == kActionDefault)) {
-    if (!o.entry) return run_frame(ts, frame, 0);
+    if (!o.entry) return run_fresh_frame(ts, frame);
     result = run_entry_code(ts, frame, o.entry, true);
   } else if (o.action == kFailed) {
     return fail_unstarted_frame(ts, frame);
@@ -487,6 +537,63 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame*
   }
   Py_XDECREF(o.entry);
   return result;
+}
+
+// Intercepts a fresh frame and runs what the lookup (or the callback) decided.
+FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame* frame,
+                                                     PyCodeObject* code, EvalState* st) {
+  return run_outcome(ts, frame, intercept(ts, frame, code, st));
+}
+
+// Whether a lookup may start with the head entry's guard in eval_head_entry(): the entry caches
+// the frame's own code and is shared (no isolation key), the thread's setting has no isolation
+// (so the entry is visible, in run-only mode too), and no skip_guard_eval_unsafe or guard
+// complete hook changes what a lookup does.
+FRAMESCOPE_ALWAYS_INLINE bool head_entry_path(const CacheEntryObject* e) {
+  return e->same_code && e->check_fn && !e->isolation && !t_eval.isolation && !g_lookup_extras;
+}
+
+// The common lookup, kept lean: the guard of the code's most recently hit entry (see
+// head_entry_path()) runs first, and when it holds the frame runs at once (no entry reference
+// kept, no Outcome). Anything else -- the guard fails or raises, the code is reset meanwhile, a
+// guard changed the code's strategy -- continues in walk_from() and conclude_lookup(), exactly
+// as intercept() would have gone on. The same Cache Lookup range covers the guards.
+FRAMESCOPE_ALWAYS_INLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
+                                                   PyCodeObject* code, EvalState* st,
+                                                   CacheEntryObject* e) {
+  HookThread& h = t_hook;
+  char marker;
+  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
+    return intercept_and_run(ts, frame, code, st);  // checks the C stack first
+  }
+  Lookup lookup = begin_lookup(h, st);
+  int found = -1;
+  bool head_hit = false;
+  if (PyObject* locals = acquire_frame_locals(frame)) {
+    lookup.locals = locals;
+    // Held across the guard, as walk_from() holds them: the guard may reset the code.
+    Py_INCREF(e);
+    PyObject* check_fn = Py_NewRef(e->check_fn);
+    RecordFunction range("Cache Lookup");
+    const int ok = call_guard(check_fn, locals);
+    if (FRAMESCOPE_LIKELY(ok > 0 && !st->detached)) {
+      Py_DECREF(check_fn);
+      move_to_head(st, e);  // a guard may have added entries before it
+      head_hit = true;
+      found = 1;
+    } else {
+      found = walk_from(st, lookup.lk, locals, e, 0, check_fn, ok, &lookup.hit);
+    }
+  }
+  if (FRAMESCOPE_LIKELY(head_hit)) {
+    // Read after the guard, as conclude_lookup() reads it.
+    const uint8_t recursive = st->strategy.recursive;
+    end_lookup(h, lookup);
+    Py_DECREF(e);
+    if (FRAMESCOPE_LIKELY(recursive == kActionDefault)) return run_fresh_frame(ts, frame);
+    return run_swapped(ts, frame, 0, recursive, nullptr);
+  }
+  return run_outcome(ts, frame, conclude_lookup(ts, frame, code, lookup, found));
 }
 
 // A fresh frame of a code whose stored strategy is not (DEFAULT, DEFAULT): out of the common path.
@@ -530,7 +637,11 @@ PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
     if (FRAMESCOPE_UNLIKELY((st->strategy.cur | st->strategy.recursive) != kActionDefault)) {
       return eval_with_strategy(ts, frame, code, st);
     }
-    if (!st->head && t_hook.eval_callback == Py_False) return run_frame(ts, frame, 0);
+    if (CacheEntryObject* e = st->head) {
+      if (FRAMESCOPE_LIKELY(head_entry_path(e))) return eval_head_entry(ts, frame, code, st, e);
+    } else if (t_hook.eval_callback == Py_False) {
+      return run_frame(ts, frame, 0);
+    }
   } else if (t_hook.eval_callback == Py_False) {
     return run_frame(ts, frame, 0);
   }
