@@ -98,6 +98,7 @@ int locals_bool(PyObject* self_obj) {
   auto* self = reinterpret_cast<FrameLocalsObject*>(self_obj);
   if (FsFrame* f = self->frame) {
     PyCodeObject* co = frame_code(f);
+    if (co->co_argcount > 0 && frame_argument(f, 0)) return 1;  // most frames: a first argument
     for (int i = 0, nargs = code_arg_slots(co); i < nargs; i++) {
       if (frame_argument(f, i)) return 1;
     }

@@ -416,7 +416,7 @@ FRAMESCOPE_ALWAYS_INLINE void end_lookup(HookThread& h, const Lookup& lookup) {
 // What follows the walk (`found`: 1 hit, 0 miss, -1 error): a miss calls the callback (or, in
 // run-only mode, runs the original code); then the lookup ends. Returns what to run.
 FRAMESCOPE_NOINLINE Outcome conclude_lookup(PyThreadState* ts, FsFrame* frame,
-                                            PyCodeObject* code, Lookup& lookup, int found) {
+                                            PyCodeObject* code, Lookup lookup, int found) {
   // Read after the guards (which rarely change it): a reset meanwhile leaves it in the old state.
   const ExecStrategy stored = lookup.st->strategy;
   uint8_t recursive = stored.recursive;
@@ -558,34 +558,38 @@ FRAMESCOPE_ALWAYS_INLINE bool head_entry_path(const CacheEntryObject* e) {
 // kept, no Outcome). Anything else -- the guard fails or raises, the code is reset meanwhile, a
 // guard changed the code's strategy -- continues in walk_from() and conclude_lookup(), exactly
 // as intercept() would have gone on. The same Cache Lookup range covers the guards.
-FRAMESCOPE_ALWAYS_INLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
-                                                   PyCodeObject* code, EvalState* st,
-                                                   CacheEntryObject* e) {
+// Out of line: eval_api_frame() stays a small dispatcher (skipped codes and started frames pay
+// for none of this function's registers and stack).
+FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
+                                              PyCodeObject* code, EvalState* st,
+                                              CacheEntryObject* e) {
   HookThread& h = t_hook;
   char marker;
   if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
     return intercept_and_run(ts, frame, code, st);  // checks the C stack first
   }
   Lookup lookup = begin_lookup(h, st);
-  int found = -1;
-  bool head_hit = false;
-  if (PyObject* locals = acquire_frame_locals(frame)) {
-    lookup.locals = locals;
-    // Held across the guard, as walk_from() holds them: the guard may reset the code.
-    Py_INCREF(e);
-    PyObject* check_fn = Py_NewRef(e->check_fn);
+  PyObject* locals = acquire_frame_locals(frame);
+  if (FRAMESCOPE_UNLIKELY(!locals)) {
+    return run_outcome(ts, frame, conclude_lookup(ts, frame, code, lookup, -1));
+  }
+  lookup.locals = locals;
+  // Held across the guard, as walk_from() holds them: the guard may reset the code.
+  Py_INCREF(e);
+  PyObject* check_fn = Py_NewRef(e->check_fn);
+  int found;
+  {
     RecordFunction range("Cache Lookup");
     const int ok = call_guard(check_fn, locals);
     if (FRAMESCOPE_LIKELY(ok > 0 && !st->detached)) {
       Py_DECREF(check_fn);
       move_to_head(st, e);  // a guard may have added entries before it
-      head_hit = true;
       found = 1;
     } else {
       found = walk_from(st, lookup.lk, locals, e, 0, check_fn, ok, &lookup.hit);
     }
   }
-  if (FRAMESCOPE_LIKELY(head_hit)) {
+  if (FRAMESCOPE_LIKELY(found > 0 && !lookup.hit)) {  // the head entry held (e still ours)
     // Read after the guard, as conclude_lookup() reads it.
     const uint8_t recursive = st->strategy.recursive;
     end_lookup(h, lookup);
