@@ -103,15 +103,17 @@ FRAMESCOPE_ALWAYS_INLINE int call_guard(PyObject* check_fn, PyObject* locals) {
 }
 
 // hook(check_fn, code, f_locals, index, is_last), as Dynamo calls its guard hooks. `index` is
-// the entry's position in the code's list, `is_last` whether it is the list's last entry.
+// the entry's position in the code's list, `is_last` whether it is the list's last entry. A null
+// `e` is an entry its guard dropped (reset_code): code None, the last one, as a dropped entry
+// reads.
 int call_guard_hook(PyObject* hook, PyObject* check_fn, CacheEntryObject* e, PyObject* locals,
                     Py_ssize_t index) {
   PyObject* hook_ref = Py_NewRef(hook);  // the hook may replace itself
-  PyObject* code = Py_NewRef(e->code ? e->code : Py_None);
+  PyObject* code = Py_NewRef(e && e->code ? e->code : Py_None);
   PyObject* idx = PyLong_FromSsize_t(index);
   PyObject* r = nullptr;
   if (idx) {
-    PyObject* args[5] = {check_fn, code, locals, idx, e->next ? Py_False : Py_True};
+    PyObject* args[5] = {check_fn, code, locals, idx, e && e->next ? Py_False : Py_True};
     r = PyObject_Vectorcall(hook_ref, args, 5, nullptr);
   }
   Py_XDECREF(idx);
@@ -176,11 +178,17 @@ FRAMESCOPE_NOINLINE int first_visible_entry(EvalState* st, LookupContext lk,
 
 // Runs the guards of the visible entries in order from `e` (a new reference; the entry at
 // position `index`). When `check_fn` is given (a new reference: e's guard), that guard already
-// ran and returned `ok`. 1: hit (*hit is a new reference, moved to the head), 0: miss (also when
-// the state was reset meanwhile), -1: error. Consumes the references to `e` and `check_fn`.
+// ran and returned `ok`; then a null `e` is an entry that guard dropped (it reset the code). 1:
+// hit (*hit is a new reference, moved to the head), 0: miss (also when the state was reset
+// meanwhile), -1: error. Consumes the references to `e` and `check_fn`.
 FRAMESCOPE_NOINLINE int walk_from(EvalState* st, LookupContext lk, PyObject* locals,
                                   CacheEntryObject* e, Py_ssize_t index, PyObject* check_fn,
                                   int ok, CacheEntryObject** hit) {
+  if (!e && check_fn) {  // as below for an entry whose state was reset by its guard
+    if (ok < 0) ok = handle_guard_error(check_fn, nullptr, locals, index, t_eval.guard_errors_fail);
+    Py_DECREF(check_fn);
+    return ok < 0 ? -1 : 0;
+  }
   while (e) {
     if (!check_fn) {
       int visible = entry_visible(e, lk);
@@ -574,8 +582,9 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
     return run_outcome(ts, frame, conclude_lookup(ts, frame, code, lookup, -1));
   }
   lookup.locals = locals;
-  // Held across the guard, as walk_from() holds them: the guard may reset the code.
-  Py_INCREF(e);
+  // Held across the call: the guard may reset the code, dropping the entry's references. The
+  // entry itself is not held: entries leave their state's list only when the state is detached
+  // (reset_code, the code's death), so while `st` is not detached `e` lives on.
   PyObject* check_fn = Py_NewRef(e->check_fn);
   int found;
   {
@@ -586,14 +595,16 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
       move_to_head(st, e);  // a guard may have added entries before it
       found = 1;
     } else {
-      found = walk_from(st, lookup.lk, locals, e, 0, check_fn, ok, &lookup.hit);
+      // walk_from() goes on from e, holding it; a detached state's e may be gone (null).
+      CacheEntryObject* held =
+          st->detached ? nullptr : reinterpret_cast<CacheEntryObject*>(Py_NewRef(e));
+      found = walk_from(st, lookup.lk, locals, held, 0, check_fn, ok, &lookup.hit);
     }
   }
-  if (FRAMESCOPE_LIKELY(found > 0 && !lookup.hit)) {  // the head entry held (e still ours)
+  if (FRAMESCOPE_LIKELY(found > 0 && !lookup.hit)) {  // the head entry held
     // Read after the guard, as conclude_lookup() reads it.
     const uint8_t recursive = st->strategy.recursive;
     end_lookup(h, lookup);
-    Py_DECREF(e);
     if (FRAMESCOPE_LIKELY(recursive == kActionDefault)) return run_fresh_frame(ts, frame);
     return run_swapped(ts, frame, 0, recursive, nullptr);
   }
