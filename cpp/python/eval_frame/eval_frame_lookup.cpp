@@ -561,6 +561,17 @@ FRAMESCOPE_ALWAYS_INLINE bool head_entry_path(const CacheEntryObject* e) {
   return e->same_code && e->check_fn && !e->isolation && !t_eval.isolation && !g_lookup_extras;
 }
 
+// The rest of a lookup eval_head_entry() started, when its head entry did not simply hold:
+// conclude_lookup() and the run, out of line.
+FRAMESCOPE_NOINLINE PyObject* finish_head_lookup(PyThreadState* ts, FsFrame* frame,
+                                                 PyCodeObject* code, EvalState* st,
+                                                 PyObject* callback, uint64_t generation,
+                                                 PyObject* locals, int found,
+                                                 CacheEntryObject* hit) {
+  const Lookup lookup{st, callback, generation, LookupContext{callback == Py_False}, locals, hit};
+  return run_outcome(ts, frame, conclude_lookup(ts, frame, code, lookup, found));
+}
+
 // The common lookup, kept lean: the guard of the code's most recently hit entry (see
 // head_entry_path()) runs first, and when it holds the frame runs at once (no entry reference
 // kept, no Outcome). Anything else -- the guard fails or raises, the code is reset meanwhile, a
@@ -576,39 +587,46 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
   if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
     return intercept_and_run(ts, frame, code, st);  // checks the C stack first
   }
-  Lookup lookup = begin_lookup(h, st);
-  PyObject* locals = acquire_frame_locals(frame);
+  // begin_lookup(), spelled out in scalars: an aggregate would live on the stack.
+  ++st->refs;
+  PyObject* const callback = h.eval_callback;
+  h.eval_callback = nullptr;
+  const uint64_t generation = t_eval.generation;
+  PyObject* const locals = acquire_frame_locals(frame);
   if (FRAMESCOPE_UNLIKELY(!locals)) {
-    return run_outcome(ts, frame, conclude_lookup(ts, frame, code, lookup, -1));
+    return finish_head_lookup(ts, frame, code, st, callback, generation, nullptr, -1, nullptr);
   }
-  lookup.locals = locals;
   // Held across the call: the guard may reset the code, dropping the entry's references. The
   // entry itself is not held: entries leave their state's list only when the state is detached
   // (reset_code, the code's death), so while `st` is not detached `e` lives on.
   PyObject* check_fn = Py_NewRef(e->check_fn);
-  int found;
   {
     RecordFunction range("Cache Lookup");
     const int ok = call_guard(check_fn, locals);
-    if (FRAMESCOPE_LIKELY(ok > 0 && !st->detached)) {
-      Py_DECREF(check_fn);
-      move_to_head(st, e);  // a guard may have added entries before it
-      found = 1;
-    } else {
+    if (FRAMESCOPE_UNLIKELY(ok <= 0 || st->detached)) {
       // walk_from() goes on from e, holding it; a detached state's e may be gone (null).
       CacheEntryObject* held =
           st->detached ? nullptr : reinterpret_cast<CacheEntryObject*>(Py_NewRef(e));
-      found = walk_from(st, lookup.lk, locals, held, 0, check_fn, ok, &lookup.hit);
+      CacheEntryObject* hit = nullptr;
+      const int found =
+          walk_from(st, LookupContext{callback == Py_False}, locals, held, 0, check_fn, ok, &hit);
+      range.end();
+      return finish_head_lookup(ts, frame, code, st, callback, generation, locals, found, hit);
     }
+    Py_DECREF(check_fn);
+    move_to_head(st, e);  // a guard may have added entries before it
   }
-  if (FRAMESCOPE_LIKELY(found > 0 && !lookup.hit)) {  // the head entry held
-    // Read after the guard, as conclude_lookup() reads it.
-    const uint8_t recursive = st->strategy.recursive;
-    end_lookup(h, lookup);
-    if (FRAMESCOPE_LIKELY(recursive == kActionDefault)) return run_fresh_frame(ts, frame);
-    return run_swapped(ts, frame, 0, recursive, nullptr);
+  // The head entry held. Read after the guard, as conclude_lookup() reads it.
+  const uint8_t recursive = st->strategy.recursive;
+  if (FRAMESCOPE_LIKELY(t_eval.generation == generation)) {
+    h.eval_callback = callback;
+  } else {
+    Py_DECREF(callback);
   }
-  return run_outcome(ts, frame, conclude_lookup(ts, frame, code, lookup, found));
+  release_frame_locals(locals);
+  release_state(st);
+  if (FRAMESCOPE_LIKELY(recursive == kActionDefault)) return run_fresh_frame(ts, frame);
+  return run_swapped(ts, frame, 0, recursive, nullptr);
 }
 
 // A fresh frame of a code whose stored strategy is not (DEFAULT, DEFAULT): out of the common path.
