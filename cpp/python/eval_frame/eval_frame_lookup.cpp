@@ -23,6 +23,8 @@
 //      action's (SKIP: None, RUN_ONLY: False) while it runs.
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
+#include <new>
+
 #include "framescope/record_function.h"
 #include "tracer/tracer.h"
 #include "tracer/tracer_api.h"
@@ -40,6 +42,9 @@ bool g_skip_guard_eval_unsafe = false;
 bool g_lookup_extras = false;
 
 namespace {
+
+// The name of every lookup's range (static storage: events record its address).
+constexpr const char* kCacheLookupName = "Cache Lookup";
 
 // What the lookup of one frame sees of the thread's setting: whether the callback is False (taken
 // when the lookup starts, as the callback is taken out meanwhile). The isolation key and the
@@ -279,7 +284,7 @@ FRAMESCOPE_NOINLINE int lookup_with_extras(EvalState* st, PyCodeObject* code, Fs
                                            CacheEntryObject** hit) {
   int found = 0;
   {
-    RecordFunction range("Cache Lookup");
+    RecordFunction range(kCacheLookupName);
     if (st->head) {
       found = g_skip_guard_eval_unsafe ? first_visible_entry(st, lk, hit)
                                        : walk_entries(st, frame, lk, locals_out, hit);
@@ -473,7 +478,7 @@ FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeO
   Lookup lookup = begin_lookup(h, st);
   int found = 0;
   if (FRAMESCOPE_LIKELY(!g_lookup_extras)) {
-    RecordFunction range("Cache Lookup");
+    RecordFunction range(kCacheLookupName);
     if (st->head) found = walk_entries(st, frame, lookup.lk, &lookup.locals, &lookup.hit);
   } else {
     found = lookup_with_extras(st, code, frame, lookup.lk, &lookup.locals, &lookup.hit);
@@ -561,6 +566,80 @@ FRAMESCOPE_ALWAYS_INLINE bool head_entry_path(const CacheEntryObject* e) {
   return e->same_code && e->check_fn && !e->isolation && !t_eval.isolation && !g_lookup_extras;
 }
 
+// RecordFunction::end_slow() for a Cache Lookup range that ends on the thread that began it:
+// nothing is written once the session stopped; while it runs the thread still owns `b` (only its
+// slot was invalidated); a begin the buffer dropped counts its end as dropped too.
+FRAMESCOPE_NOINLINE void end_lookup_range_slow(internal::ThreadBuffer* b, uint64_t seq,
+                                               uint64_t epoch) {
+  const bool slot = internal::t_slot.buffer == b && internal::t_slot.epoch == epoch;
+  if (!slot && internal::g_session_epoch.load(std::memory_order_relaxed) != epoch) return;
+  if (seq == internal::ThreadBuffer::kDroppedSeq) {
+    b->count_dropped(1);
+  } else {
+    b->append(now_ticks(), internal::pack_word(internal::EventKind::kRangeEnd, seq));
+  }
+}
+
+// The Cache Lookup range of eval_head_entry(): the events RecordFunction(kCacheLookupName)
+// records, with less bookkeeping where a session records on this thread and nothing else
+// observes ranges (no callbacks, no shapes): two appends, and the buffer, the begin's sequence
+// number and the session kept in three locals rather than a RecordFunction's ten fields. Any
+// other case takes a real RecordFunction. Begins and ends on one thread (a lookup's).
+class LookupRange {
+ public:
+  FRAMESCOPE_ALWAYS_INLINE LookupRange() noexcept {
+    if (FRAMESCOPE_UNLIKELY(internal::g_range_consumers.load(std::memory_order_relaxed) != 0)) {
+      start();
+    }
+  }
+  ~LookupRange() { end(); }
+  LookupRange(const LookupRange&) = delete;
+  LookupRange& operator=(const LookupRange&) = delete;
+
+  /// Ends the range (idempotent).
+  FRAMESCOPE_ALWAYS_INLINE void end() noexcept {
+    if (FRAMESCOPE_LIKELY(state_ == kInert)) return;
+    if (FRAMESCOPE_LIKELY(state_ == kLean)) {
+      state_ = kInert;
+      if (FRAMESCOPE_LIKELY(internal::t_slot.buffer == buffer_ &&
+                            internal::t_slot.epoch == epoch_ &&
+                            seq_ != internal::ThreadBuffer::kDroppedSeq)) {
+        buffer_->append(now_ticks(), internal::pack_word(internal::EventKind::kRangeEnd, seq_));
+      } else {
+        end_lookup_range_slow(buffer_, seq_, epoch_);
+      }
+      return;
+    }
+    state_ = kInert;
+    std::launder(reinterpret_cast<RecordFunction*>(observed_))->~RecordFunction();  // ends it
+  }
+
+ private:
+  enum State : uint8_t { kInert, kLean, kObserved };
+  FRAMESCOPE_ALWAYS_INLINE void start() noexcept {
+    internal::ThreadBuffer* b = internal::current_buffer();
+    if (FRAMESCOPE_LIKELY(b != nullptr && !internal::have_callbacks() && !b->record_shapes)) {
+      epoch_ = internal::t_slot.epoch;
+      seq_ = b->append(now_ticks(),
+                       internal::range_begin_word(kCacheLookupName, RecordScope::kFunction));
+      buffer_ = b;
+      state_ = kLean;
+    } else {
+      new (observed_) RecordFunction(kCacheLookupName);
+      state_ = kObserved;
+    }
+  }
+
+  State state_ = kInert;
+  // Set in the kLean state only.
+  internal::ThreadBuffer* buffer_;
+  uint64_t seq_;
+  uint64_t epoch_;
+  // The kObserved state's range, built in place (a std::optional would add its own flag to
+  // test on every lookup).
+  alignas(RecordFunction) unsigned char observed_[sizeof(RecordFunction)];
+};
+
 // The rest of a lookup eval_head_entry() started, when its head entry did not simply hold:
 // conclude_lookup() and the run, out of line.
 FRAMESCOPE_NOINLINE PyObject* finish_head_lookup(PyThreadState* ts, FsFrame* frame,
@@ -601,7 +680,7 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
   // (reset_code, the code's death), so while `st` is not detached `e` lives on.
   PyObject* check_fn = Py_NewRef(e->check_fn);
   {
-    RecordFunction range("Cache Lookup");
+    LookupRange range;
     const int ok = call_guard(check_fn, locals);
     if (FRAMESCOPE_UNLIKELY(ok <= 0 || st->detached)) {
       // walk_from() goes on from e, holding it; a detached state's e may be gone (null).
