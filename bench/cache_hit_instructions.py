@@ -8,13 +8,16 @@ one process to the next, instruction counts do not. This bench runs one process 
 - ``hook_skip``: the eval_frame API's callback set, f's code skipped (its stored action SKIP);
 - ``hit_c``: a cached entry running f's own code, guarded by a C callable (``bool``);
 - ``hit_py``: the same with a trivial Python guard (``lambda f_locals: True``);
-- ``session_plain`` / ``session_hit_c``: the same calls inside a framescope session (the tracer
-  records each call; the hit also records its ``Cache Lookup`` range).
+- ``shadow_c``: a cached entry running another code object (a shadow call), C guard;
+- ``session_hit_c``: ``hit_c`` inside a session that records ranges only (``with_stack=False``):
+  each lookup's ``Cache Lookup`` range is recorded (compared with ``hit_c``: the range's cost);
+- ``traced_plain`` / ``traced_hit_c``: the same calls inside a session that records Python calls
+  too (``with_stack=True``).
 
 Each configuration's loop is a callgrind part of its own (``--dump-before=getpgrp`` around it),
 so the figures are the loop alone. Per call: (instructions of the loop - those of ``plain``) / N.
-The breakdown by function (self instructions per call, beyond ``noop_hook``; with
-``--against session_plain`` beyond the traced call) says what each part of the hit path costs:
+The breakdown by function (self instructions per call, beyond ``noop_hook``, or beyond the
+configuration each is compared with) says what each part of the hit path costs:
 the hook's dispatch and code-extra lookup (``eval_api_frame``), the lookup (``intercept``: the
 callback taken out and put back, the Cache Lookup range, the f_locals view, the guard's call and
 its result), the guard itself (``bool`` -> ``FrameLocals.__len__``), and running the frame
@@ -40,11 +43,12 @@ from typing import Any
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(BENCH_DIR, "results", "cache_hit_instructions.json")
-CONFIGS = ("plain", "noop_hook", "hook_skip", "hit_c", "hit_py", "session_plain", "session_hit_c",
+CONFIGS = ("plain", "noop_hook", "hook_skip", "hit_c", "hit_py", "shadow_c", "session_hit_c",
            "traced_plain", "traced_hit_c")
 #: Each configuration whose breakdown is reported, and the one it is compared with.
 BASES = {"hit_c": "noop_hook", "hit_py": "noop_hook", "hook_skip": "noop_hook",
-         "session_hit_c": "session_plain", "traced_hit_c": "traced_plain"}
+         "shadow_c": "noop_hook",
+         "session_hit_c": "hit_c", "traced_hit_c": "traced_plain"}
 #: Source files whose lines --lines reports (the eval_frame API and what it inlines).
 LINE_SOURCES = ("eval_frame_lookup.cpp", "eval_frame_internal.h", "eval_frame_locals.cpp",
                 "eval_frame_run.cpp", "code_extra.h", "record_function.h", "thread_buffer.h",
@@ -66,13 +70,16 @@ def calls(n):
     for _ in range(n):
         f(1)
 
+def f_other(x):
+    return x + 1
+
 def py_guard(f_locals):
     return True
 
-def caching(guard):
+def caching(guard, code=f.__code__):
     def callback(frame, entry, state):
         if frame.f_code is f.__code__:
-            return ef.GuardedCode(code=f.__code__, check_fn=guard)
+            return ef.GuardedCode(code=code, check_fn=guard)
         return None
     return callback
 
@@ -89,6 +96,7 @@ def setup(config):
         session = framescope.profile(with_stack=config.startswith("traced"), cpu_time=False)
         session.start()
     cb = {{"hook_skip": skipping, "hit_c": caching(bool), "hit_py": caching(py_guard),
+           "shadow_c": caching(bool, f_other.__code__),
            "session_hit_c": caching(bool), "traced_hit_c": caching(bool)}}.get(config)
     prior = ef.set_eval_frame(cb) if cb is not None else None
     def teardown():

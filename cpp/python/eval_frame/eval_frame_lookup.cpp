@@ -21,6 +21,9 @@
 //      the new entry runs -- the frame itself when it caches the frame's own code, else a shadow
 //      call (eval_frame_run.cpp) -- with the thread's callback swapped for the recursive
 //      action's (SKIP: None, RUN_ONLY: False) while it runs.
+// The common case -- the code's most recently hit entry caches the frame's own code and its guard
+// holds -- takes eval_head_entry(), the same steps in one function (docs/performance.md has what
+// each costs); anything else there continues in the general walk.
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
 #include <new>
@@ -558,12 +561,12 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame*
   return run_outcome(ts, frame, intercept(ts, frame, code, st));
 }
 
-// Whether a lookup may start with the head entry's guard in eval_head_entry(): the entry caches
-// the frame's own code, it was made under the thread's isolation key itself or both have none
+// Whether a lookup may start with the head entry's guard in eval_head_entry(): the entry was
+// made under the thread's isolation key itself or both have none
 // (so entry_visible() holds without a compare, in run-only mode too), and no
 // skip_guard_eval_unsafe or guard complete hook changes what a lookup does.
 FRAMESCOPE_ALWAYS_INLINE bool head_entry_path(const CacheEntryObject* e) {
-  return e->same_code && e->check_fn && e->isolation == t_eval.isolation && !g_lookup_extras;
+  return e->check_fn && e->isolation == t_eval.isolation && !g_lookup_extras;
 }
 
 // RecordFunction::end_slow() for a Cache Lookup range that ends on the thread that began it:
@@ -640,6 +643,13 @@ class LookupRange {
   alignas(RecordFunction) unsigned char observed_[sizeof(RecordFunction)];
 };
 
+// Runs `entry` (a new reference, given back here), caching another code object, on a fresh
+// frame under `recursive` for its callees (run_outcome() for a hit of another code).
+FRAMESCOPE_NOINLINE PyObject* run_other_code(PyThreadState* ts, FsFrame* frame,
+                                             CacheEntryObject* entry, uint8_t recursive) {
+  return run_outcome(ts, frame, Outcome{entry, recursive});
+}
+
 // The rest of a lookup eval_head_entry() started, when its head entry did not simply hold:
 // conclude_lookup() and the run, out of line.
 FRAMESCOPE_NOINLINE PyObject* finish_head_lookup(PyThreadState* ts, FsFrame* frame,
@@ -695,7 +705,12 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
     Py_DECREF(check_fn);
     move_to_head(st, e);  // a guard may have added entries before it
   }
-  // The head entry held. Read after the guard, as conclude_lookup() reads it.
+  // The head entry held. An entry running another code object (a shadow call) is held from
+  // here, while its state is still attached: what follows may run code (a callback's or a kept
+  // view's finalizers) that resets the code.
+  CacheEntryObject* const other =
+      e->same_code ? nullptr : reinterpret_cast<CacheEntryObject*>(Py_NewRef(e));
+  // Read after the guard, as conclude_lookup() reads it.
   const uint8_t recursive = st->strategy.recursive;
   if (FRAMESCOPE_LIKELY(t_eval.generation == generation)) {
     h.eval_callback = callback;
@@ -704,8 +719,11 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
   }
   release_frame_locals(locals);
   release_state(st);
-  if (FRAMESCOPE_LIKELY(recursive == kActionDefault)) return run_fresh_frame(ts, frame);
-  return run_swapped(ts, frame, 0, recursive, nullptr);
+  if (FRAMESCOPE_LIKELY(!other)) {
+    if (FRAMESCOPE_LIKELY(recursive == kActionDefault)) return run_fresh_frame(ts, frame);
+    return run_swapped(ts, frame, 0, recursive, nullptr);
+  }
+  return run_other_code(ts, frame, other, recursive);
 }
 
 // A fresh frame of a code whose stored strategy is not (DEFAULT, DEFAULT): out of the common path.
