@@ -562,9 +562,9 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame*
 }
 
 // Whether a lookup may start with the head entry's guard in eval_head_entry(): the entry was
-// made under the thread's isolation key itself or both have none
-// (so entry_visible() holds without a compare, in run-only mode too), and no
-// skip_guard_eval_unsafe or guard complete hook changes what a lookup does.
+// made under the thread's isolation key itself or both have none (so entry_visible() holds
+// without a compare, in run-only mode too), and no skip_guard_eval_unsafe or guard complete hook
+// changes what a lookup does.
 FRAMESCOPE_ALWAYS_INLINE bool head_entry_path(const CacheEntryObject* e) {
   return e->check_fn && e->isolation == t_eval.isolation && !g_lookup_extras;
 }
