@@ -6,6 +6,8 @@ Prints, for the running Python, beside the targets of issue 4:
 - the added cost per call of a cache hit against a plain call, and that cost beyond the guard's
   own (target <= 150 ns), for a cached entry that runs the frame's own code and for one that runs
   another code object (a shadow call);
+- the C-guard hit (``bool``) beyond the no-op hook, and inside a session that records the
+  ``Cache Lookup`` events (ranges only, ``with_stack=False``);
 - for context: the PEP 523 hook alone (a callback that skips everything) and framescope's no-op
   hook (the floor of any frame hook).
 
@@ -127,6 +129,13 @@ class NoopHook:
         _core._noop_eval_hook(False)
 
 
+def in_session(run: Callable[[], float]) -> float:
+    """run() inside a framescope session that records ranges only (with_stack=False): the Cache
+    Lookup event of each lookup is recorded, the calls themselves are not."""
+    with profile(with_stack=False, cpu_time=False):
+        return run()
+
+
 def has_isolation() -> bool:
     """Whether this framescope's set_eval_frame takes isolate= (older builds do not)."""
     return hasattr(ef, "FrameExecStrategy")
@@ -144,6 +153,7 @@ def measure_raw(n: int, repeat: int) -> dict[str, Any]:
         "plain": lambda: per_call_ns(calls, n),
         "hit_py": lambda: per_call_ns(calls, n, callback=hit_py_cb),
         "hit_c": lambda: per_call_ns(calls, n, callback=hit_c_cb),
+        "hit_c_session": lambda: in_session(lambda: per_call_ns(calls, n, callback=hit_c_cb)),
         "shadow_py": lambda: per_call_ns(calls, n, callback=shadow_cb),
         "hook_only": lambda: per_call_ns(calls, n, callback=skip_all),
         "guard": lambda: per_call_ns(guard_calls, n, d, callback=skip_all),
@@ -190,6 +200,8 @@ def derive(raw: dict[str, Any]) -> dict[str, Any]:
         "hit_added_ns": best["hit_py"] - plain,
         "hit_beyond_guard_ns": best["hit_py"] - plain - guard,
         "hit_added_ns_c_guard": best["hit_c"] - plain,
+        "hit_c_beyond_noop_hook_ns": best["hit_c"] - best["noop_hook"],
+        "hit_added_ns_c_guard_in_session": best["hit_c_session"] - plain,
         "hit_added_ns_run_only": best["hit_py_run_only"] - plain,
         "shadow_hit_added_ns": best["shadow_py"] - plain,
         "shadow_hit_beyond_guard_ns": best["shadow_py"] - plain - guard,
@@ -231,6 +243,9 @@ def report(r: dict[str, Any]) -> str:
             line("cache hit, added beyond the guard's cost", r["hit_beyond_guard_ns"],
                  TARGET_HIT_BEYOND_GUARD_NS),
             line("cache hit, added per call (C guard: bool)", r["hit_added_ns_c_guard"]),
+            line("  the same beyond the no-op hook", r["hit_c_beyond_noop_hook_ns"]),
+            line("  the same in a session (Cache Lookup recorded)",
+                 r["hit_added_ns_c_guard_in_session"]),
             line("cache hit in run-only mode (False), added per call", r["hit_added_ns_run_only"]),
             *(
                 [line("cache hit, isolated callback, added per call", r["hit_added_ns_isolated"])]
@@ -250,6 +265,8 @@ COMPARED = [
     ("plain_call_ns", "plain call of f(x)"),
     ("hit_added_ns", "cache hit, added per call (Python guard)"),
     ("hit_added_ns_c_guard", "cache hit, added per call (C guard)"),
+    ("hit_c_beyond_noop_hook_ns", "  the same beyond the no-op hook"),
+    ("hit_added_ns_c_guard_in_session", "  the same in a session (Cache Lookup recorded)"),
     ("hit_added_ns_run_only", "cache hit in run-only mode, added per call"),
     ("hit_added_ns_isolated", "cache hit, isolated callback, added per call"),
     ("shadow_hit_added_ns", "other-code hit (shadow call), added per call"),

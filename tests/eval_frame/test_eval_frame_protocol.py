@@ -538,6 +538,42 @@ def test_reset_from_a_guard_or_a_callback_is_safe() -> None:
     assert cb.offers == ["f", "f"]
 
 
+@pytest.mark.parametrize("outcome", ["raise", "false", "true"])
+def test_a_guard_that_resets_its_code_drops_its_entry_whatever_it_returns(outcome: str) -> None:
+    """The head entry's guard resets the code (dropping that entry and its guard) and then raises,
+    returns false or returns true: the lookup is a miss on the fresh state; the error hook sees
+    the dropped entry (code None, the last one) and the fail hook is not told."""
+
+    def f(x: int) -> int:
+        return x + 1
+
+    def check(f_locals: Any) -> bool:
+        ef.reset_code(f.__code__)
+        if outcome == "raise":
+            raise ValueError("guard after reset")
+        return outcome == "true"
+
+    errors: list[tuple[Any, int, bool]] = []
+    failed: list[int] = []
+    ef.set_guard_error_hook(lambda check_fn, code, f_locals, index, is_last: errors.append(
+        (code, index, is_last)))
+    ef.set_guard_fail_hook(lambda check_fn, code, f_locals, index, is_last: failed.append(index))
+    calls = [0]
+
+    def decide(name: str, frame: ef.Frame) -> Any:
+        calls[0] += 1
+        return own(frame, check if calls[0] == 1 else always)
+
+    cb = Recorder(decide, f)
+    assert run_with(cb, f, 1) == 2  # caches f under `check`
+    with ef.use_callback(cb, guard_errors="fail"):
+        assert f(1) == 2  # check resets the code: a miss, the callback caches `always`
+    assert cb.offers == ["f", "f"]
+    assert errors == ([(None, 0, True)] if outcome == "raise" else [])
+    assert failed == []
+    assert len(ef.cache_entries(f.__code__)) == 1
+
+
 # -- skip_guard_eval_unsafe ------------------------------------------------------------------------
 
 

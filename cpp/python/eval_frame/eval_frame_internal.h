@@ -317,11 +317,47 @@ void eval_frame_state_init();
 /// f_locals of an unstarted frame: a new dict of its bound arguments and of the free variables
 /// that hold a value; for module/class bodies, their locals mapping. New reference or null.
 PyObject* build_frame_locals(FsFrame* frame);
+
+/// A FrameLocals object: the f_locals guards, hooks and callbacks get (eval_frame_locals.cpp).
+struct FrameLocalsObject {
+  PyObject ob_base;  // PyObject_HEAD
+  FsFrame* frame;    ///< borrowed: the live frame, or null once the view ended or was written to
+  /// Strong dict of the values, for a view kept past its lookup or written to; null while the
+  /// view reads the frame.
+  PyObject* snapshot;
+};
+/// A new blank view (new reference or null): acquire_frame_locals() when the thread has none.
+FrameLocalsObject* new_frame_locals();
+/// release_frame_locals() of a view someone else still holds, or written to, or when the thread
+/// already keeps one.
+void release_frame_locals_slow(PyObject* locals);
+
 /// The f_locals guards and callbacks get: a FrameLocals view of the frame (for module and class
 /// bodies, their namespace). New reference or null. Must be given back with
-/// release_frame_locals() while the frame is alive.
-PyObject* acquire_frame_locals(FsFrame* frame);
-void release_frame_locals(PyObject* locals);
+/// release_frame_locals() while the frame is alive. Inline: every lookup takes the view the
+/// thread keeps and gives it back (the allocation happens once per thread, or when a guard kept
+/// the previous view).
+FRAMESCOPE_ALWAYS_INLINE PyObject* acquire_frame_locals(FsFrame* frame) {
+  auto* self = reinterpret_cast<FrameLocalsObject*>(t_eval.locals_cache);
+  if (FRAMESCOPE_LIKELY(self != nullptr)) {
+    t_eval.locals_cache = nullptr;  // its reference is the caller's now
+  } else if (!(self = new_frame_locals())) {
+    return nullptr;
+  }
+  self->frame = frame;
+  return reinterpret_cast<PyObject*>(self);
+}
+/// Gives a view back: one nobody else holds and nobody wrote to goes back to the thread for its
+/// next lookup; one kept by a guard, hook or callback becomes a snapshot of the values it showed.
+FRAMESCOPE_ALWAYS_INLINE void release_frame_locals(PyObject* locals) {
+  auto* self = reinterpret_cast<FrameLocalsObject*>(locals);
+  if (FRAMESCOPE_LIKELY(Py_REFCNT(locals) == 1 && !self->snapshot && !t_eval.locals_cache)) {
+    self->frame = nullptr;
+    t_eval.locals_cache = locals;
+    return;
+  }
+  release_frame_locals_slow(locals);
+}
 /// Frees this thread's recycled view (thread exit).
 void release_thread_locals_cache();
 bool eval_frame_locals_init(PyObject* module);

@@ -19,14 +19,6 @@ namespace framescope::py {
 
 namespace {
 
-struct FrameLocalsObject {
-  PyObject ob_base;  // PyObject_HEAD
-  FsFrame* frame;    // borrowed: the live frame, or null once the view ended or was written to
-  /// Strong dict of the values, for a view kept past its lookup or written to; null while the
-  /// view reads the frame.
-  PyObject* snapshot;
-};
-
 PyTypeObject g_frame_locals_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 // Free variables shown in f_locals: those of function bodies only (as torch and CPython's own
@@ -98,6 +90,25 @@ Py_ssize_t locals_length(PyObject* self_obj) {
     return n;
   }
   return self->snapshot ? PyDict_GET_SIZE(self->snapshot) : 0;
+}
+
+// Truth value: whether any value is bound, without counting them all (bool(f_locals) is a
+// plausible guard, and PyObject_IsTrue asks nb_bool before the length).
+int locals_bool(PyObject* self_obj) {
+  auto* self = reinterpret_cast<FrameLocalsObject*>(self_obj);
+  if (FsFrame* f = self->frame) {
+    PyCodeObject* co = frame_code(f);
+    if (co->co_argcount > 0 && frame_argument(f, 0)) return 1;  // most frames: a first argument
+    for (int i = 0, nargs = code_arg_slots(co); i < nargs; i++) {
+      if (frame_argument(f, i)) return 1;
+    }
+    for (int j = 0, nfree = shown_free_count(co); j < nfree; j++) {
+      PyObject* cell = frame_free_cell(f, j);
+      if (cell && PyCell_Check(cell) && PyCell_GET(cell)) return 1;
+    }
+    return 0;
+  }
+  return self->snapshot && PyDict_GET_SIZE(self->snapshot) > 0;
 }
 
 int locals_contains(PyObject* self, PyObject* key) {
@@ -219,6 +230,7 @@ void locals_dealloc(PyObject* self) {
 
 PyMappingMethods g_locals_mapping = {locals_length, locals_subscript, locals_ass_subscript};
 PySequenceMethods g_locals_sequence = {};
+PyNumberMethods g_locals_number = {};
 
 PyMethodDef g_locals_methods[] = {
     {"get", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(locals_get)), METH_FASTCALL,
@@ -282,21 +294,16 @@ error:
   return nullptr;
 }
 
-PyObject* acquire_frame_locals(FsFrame* frame) {
-  auto* self = reinterpret_cast<FrameLocalsObject*>(t_eval.locals_cache);
-  if (self) {
-    t_eval.locals_cache = nullptr;  // its reference is the caller's now
-  } else {
-    self = PyObject_GC_New(FrameLocalsObject, &g_frame_locals_type);
-    if (!self) return nullptr;
-    self->snapshot = nullptr;
-    PyObject_GC_Track(self);
-  }
-  self->frame = frame;
-  return reinterpret_cast<PyObject*>(self);
+FrameLocalsObject* new_frame_locals() {
+  auto* self = PyObject_GC_New(FrameLocalsObject, &g_frame_locals_type);
+  if (!self) return nullptr;
+  self->frame = nullptr;
+  self->snapshot = nullptr;
+  PyObject_GC_Track(self);
+  return self;
 }
 
-void release_frame_locals(PyObject* obj) {
+void release_frame_locals_slow(PyObject* obj) {
   auto* self = reinterpret_cast<FrameLocalsObject*>(obj);
   if (Py_REFCNT(obj) == 1) {
     self->frame = nullptr;
@@ -337,6 +344,8 @@ bool eval_frame_locals_init(PyObject* module) {
   t->tp_as_mapping = &g_locals_mapping;
   g_locals_sequence.sq_contains = locals_contains;
   t->tp_as_sequence = &g_locals_sequence;
+  g_locals_number.nb_bool = locals_bool;
+  t->tp_as_number = &g_locals_number;
   t->tp_iter = locals_iter;
   t->tp_richcompare = locals_richcompare;
   t->tp_hash = PyObject_HashNotImplemented;

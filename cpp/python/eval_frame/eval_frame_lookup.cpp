@@ -21,9 +21,15 @@
 //      the new entry runs -- the frame itself when it caches the frame's own code, else a shadow
 //      call (eval_frame_run.cpp) -- with the thread's callback swapped for the recursive
 //      action's (SKIP: None, RUN_ONLY: False) while it runs.
+// The common case -- the code's most recently hit entry caches the frame's own code and its guard
+// holds -- takes eval_head_entry(), the same steps in one function (docs/performance.md has what
+// each costs); anything else there continues in the general walk.
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
+#include <new>
+
 #include "framescope/record_function.h"
+#include "tracer/tracer.h"
 #include "tracer/tracer_api.h"
 
 namespace framescope::py {
@@ -39,6 +45,9 @@ bool g_skip_guard_eval_unsafe = false;
 bool g_lookup_extras = false;
 
 namespace {
+
+// The name of every lookup's range (static storage: events record its address).
+constexpr const char* kCacheLookupName = "Cache Lookup";
 
 // What the lookup of one frame sees of the thread's setting: whether the callback is False (taken
 // when the lookup starts, as the callback is taken out meanwhile). The isolation key and the
@@ -102,15 +111,17 @@ FRAMESCOPE_ALWAYS_INLINE int call_guard(PyObject* check_fn, PyObject* locals) {
 }
 
 // hook(check_fn, code, f_locals, index, is_last), as Dynamo calls its guard hooks. `index` is
-// the entry's position in the code's list, `is_last` whether it is the list's last entry.
+// the entry's position in the code's list, `is_last` whether it is the list's last entry. A null
+// `e` is an entry its guard dropped (reset_code): code None, the last one, as a dropped entry
+// reads.
 int call_guard_hook(PyObject* hook, PyObject* check_fn, CacheEntryObject* e, PyObject* locals,
                     Py_ssize_t index) {
   PyObject* hook_ref = Py_NewRef(hook);  // the hook may replace itself
-  PyObject* code = Py_NewRef(e->code ? e->code : Py_None);
+  PyObject* code = Py_NewRef(e && e->code ? e->code : Py_None);
   PyObject* idx = PyLong_FromSsize_t(index);
   PyObject* r = nullptr;
   if (idx) {
-    PyObject* args[5] = {check_fn, code, locals, idx, e->next ? Py_False : Py_True};
+    PyObject* args[5] = {check_fn, code, locals, idx, e && e->next ? Py_False : Py_True};
     r = PyObject_Vectorcall(hook_ref, args, 5, nullptr);
   }
   Py_XDECREF(idx);
@@ -173,28 +184,36 @@ FRAMESCOPE_NOINLINE int first_visible_entry(EvalState* st, LookupContext lk,
   return 0;
 }
 
-// Runs the guards of the visible entries in order. 1: hit (*hit is a new reference, moved to the
-// head), 0: miss (also when the state was reset meanwhile), -1: error. *locals_out gets the
-// f_locals view the guards saw (new reference), if one was made.
-FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupContext lk,
-                                          PyObject** locals_out, CacheEntryObject** hit) {
-  PyObject* locals = acquire_frame_locals(frame);  // new
-  if (!locals) return -1;
-  *locals_out = locals;
-  Py_ssize_t index = 0;
-  CacheEntryObject* e = st->head;
-  Py_XINCREF(e);
+// Runs the guards of the visible entries in order from `e` (a new reference; the entry at
+// position `index`). When `check_fn` is given (a new reference: e's guard), that guard already
+// ran and returned `ok`; then a null `e` is an entry that guard dropped (it reset the code). 1:
+// hit (*hit is a new reference, moved to the head), 0: miss (also when the state was reset
+// meanwhile), -1: error. Consumes the references to `e` and `check_fn`.
+FRAMESCOPE_NOINLINE int walk_from(EvalState* st, LookupContext lk, PyObject* locals,
+                                  CacheEntryObject* e, Py_ssize_t index, PyObject* check_fn,
+                                  int ok, CacheEntryObject** hit) {
+  if (!e && check_fn) {  // as below for an entry whose state was reset by its guard
+    if (ok < 0) ok = handle_guard_error(check_fn, nullptr, locals, index, t_eval.guard_errors_fail);
+    Py_DECREF(check_fn);
+    return ok < 0 ? -1 : 0;
+  }
   while (e) {
-    int visible = entry_visible(e, lk);
-    if (visible < 0) {
-      Py_DECREF(e);
-      return -1;
-    }
-    if (visible) {
+    if (!check_fn) {
+      int visible = entry_visible(e, lk);
+      if (visible < 0) {
+        Py_DECREF(e);
+        return -1;
+      }
+      if (!visible) {
+        if (st->detached) break;
+        goto next;
+      }
       // Held across the call: the guard may reset the code, dropping the entry's references.
-      PyObject* check_fn = Py_XNewRef(e->check_fn);
+      check_fn = Py_XNewRef(e->check_fn);
       if (!check_fn) break;
-      int ok = call_guard(check_fn, locals);
+      ok = call_guard(check_fn, locals);
+    }
+    {
       const bool raised = ok < 0;
       if (raised &&
           (ok = handle_guard_error(check_fn, e, locals, index, t_eval.guard_errors_fail)) < 0) {
@@ -218,10 +237,9 @@ FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupC
         Py_DECREF(e);
         return -1;
       }
-      Py_DECREF(check_fn);
-    } else if (st->detached) {
-      break;
+      Py_CLEAR(check_fn);
     }
+  next:
     CacheEntryObject* next = e->next;
     Py_XINCREF(next);
     Py_DECREF(e);
@@ -230,6 +248,18 @@ FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupC
   }
   Py_XDECREF(e);
   return 0;
+}
+
+// Runs the guards of the visible entries in order. 1: hit (*hit is a new reference, moved to the
+// head), 0: miss (also when the state was reset meanwhile), -1: error. *locals_out gets the
+// f_locals view the guards saw (new reference), if one was made.
+FRAMESCOPE_ALWAYS_INLINE int walk_entries(EvalState* st, FsFrame* frame, LookupContext lk,
+                                          PyObject** locals_out, CacheEntryObject** hit) {
+  PyObject* locals = acquire_frame_locals(frame);  // new
+  if (!locals) return -1;
+  *locals_out = locals;
+  return walk_from(st, lk, locals, reinterpret_cast<CacheEntryObject*>(Py_XNewRef(st->head)), 0,
+                   nullptr, 0, hit);
 }
 
 // The guard complete hook, called after the lookup of a code that has entries: hook(cache_hit).
@@ -257,7 +287,7 @@ FRAMESCOPE_NOINLINE int lookup_with_extras(EvalState* st, PyCodeObject* code, Fs
                                            CacheEntryObject** hit) {
   int found = 0;
   {
-    RecordFunction range("Cache Lookup");
+    RecordFunction range(kCacheLookupName);
     if (st->head) {
       found = g_skip_guard_eval_unsafe ? first_visible_entry(st, lk, hit)
                                        : walk_entries(st, frame, lk, locals_out, hit);
@@ -365,6 +395,72 @@ struct Outcome {
   uint8_t action;           ///< a FrameAction for the frames the frame calls, or kFailed
 };
 
+// One lookup in progress: what begin_lookup() took from the thread and what the walk found.
+struct Lookup {
+  EvalState* st;          ///< held (++refs): a guard may reset the code
+  PyObject* callback;     ///< the thread's callback, taken out while the lookup runs (its ref)
+  uint64_t generation;    ///< t_eval.generation when it was taken out
+  LookupContext lk;
+  PyObject* locals;       ///< the f_locals view the guards saw (new reference), or null
+  CacheEntryObject* hit;  ///< the entry hit (new reference), or null
+};
+
+// Starts the lookup of a frame of `st`'s code. No re-entry: the callback is taken out of the
+// thread (it reads as None) while guards, hooks and the callback run; the lookup holds its
+// reference meanwhile.
+FRAMESCOPE_ALWAYS_INLINE Lookup begin_lookup(HookThread& h, EvalState* st) {
+  ++st->refs;
+  PyObject* callback = h.eval_callback;
+  h.eval_callback = nullptr;
+  return Lookup{st, callback, t_eval.generation, LookupContext{callback == Py_False}, nullptr,
+                nullptr};
+}
+
+// Ends a lookup: gives the thread its callback back (nested frames of the code run are
+// intercepted again) unless set_eval_frame() ran meanwhile (its choice then stands), and
+// releases the view and the state.
+FRAMESCOPE_ALWAYS_INLINE void end_lookup(HookThread& h, const Lookup& lookup) {
+  if (FRAMESCOPE_LIKELY(t_eval.generation == lookup.generation)) {
+    h.eval_callback = lookup.callback;
+  } else {
+    Py_DECREF(lookup.callback);
+  }
+  if (lookup.locals) release_frame_locals(lookup.locals);
+  release_state(lookup.st);
+}
+
+// What follows the walk (`found`: 1 hit, 0 miss, -1 error): a miss calls the callback (or, in
+// run-only mode, runs the original code); then the lookup ends. Returns what to run.
+FRAMESCOPE_NOINLINE Outcome conclude_lookup(PyThreadState* ts, FsFrame* frame,
+                                            PyCodeObject* code, Lookup lookup, int found) {
+  // Read after the guards (which rarely change it): a reset meanwhile leaves it in the old state.
+  const ExecStrategy stored = lookup.st->strategy;
+  uint8_t recursive = stored.recursive;
+  Plan plan = found > 0 ? Plan::kRunEntry : Plan::kError;
+  if (found == 0) {
+    if (g_skip_guard_eval_unsafe) {
+      PyErr_Format(PyExc_RuntimeError,
+                   "Recompilation triggered with skip_guard_eval_unsafe set: no cached entry of "
+                   "%R can run (framescope.eval_frame.set_skip_guard_eval_unsafe(False) lets the "
+                   "callback be called again)",
+                   reinterpret_cast<PyObject*>(code));
+    } else if (lookup.lk.run_only || stored.cur == kActionRunOnly) {
+      plan = Plan::kRunFrame;
+    } else {
+      plan = call_callback(ts, frame, code, &lookup.st, lookup.callback, stored, &recursive,
+                           &lookup.locals, &lookup.hit);
+    }
+  }
+  end_lookup(t_hook, lookup);
+  CacheEntryObject* hit = lookup.hit;
+  if (plan == Plan::kError) return {nullptr, kFailed};
+  if (plan == Plan::kRunEntry && hit->same_code) {
+    Py_DECREF(hit);
+    return {nullptr, recursive};
+  }
+  return {plan == Plan::kRunEntry ? hit : nullptr, recursive};
+}
+
 // The lookup (and callback) of an intercepted frame. Out of line so that the C stack the frame
 // keeps while it runs (deep recursion) holds none of this. kRunEntry never comes with an entry
 // caching the frame's own code: that is kRunFrame.
@@ -382,54 +478,26 @@ FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeO
     return {nullptr, kFailed};
   }
   if (!st && !(st = state_for(code))) return {nullptr, kFailed};
-  ++st->refs;
-  // No re-entry: the callback is taken out of the thread (it reads as None) while guards, hooks
-  // and the callback run; this holds its reference meanwhile.
-  PyObject* callback = h.eval_callback;
-  h.eval_callback = nullptr;
-  const uint64_t generation = t_eval.generation;
-  const LookupContext lk{callback == Py_False};
-
-  PyObject* locals = nullptr;
-  CacheEntryObject* hit = nullptr;
+  Lookup lookup = begin_lookup(h, st);
   int found = 0;
   if (FRAMESCOPE_LIKELY(!g_lookup_extras)) {
-    RecordFunction range("Cache Lookup");
-    if (st->head) found = walk_entries(st, frame, lk, &locals, &hit);
+    RecordFunction range(kCacheLookupName);
+    if (st->head) found = walk_entries(st, frame, lookup.lk, &lookup.locals, &lookup.hit);
   } else {
-    found = lookup_with_extras(st, code, frame, lk, &locals, &hit);
+    found = lookup_with_extras(st, code, frame, lookup.lk, &lookup.locals, &lookup.hit);
   }
-  // Read after the guards (which rarely change it): a reset meanwhile leaves it in the old state.
-  const ExecStrategy stored = st->strategy;
-  uint8_t recursive = stored.recursive;
-  Plan plan = found > 0 ? Plan::kRunEntry : Plan::kError;
-  if (found == 0) {
-    if (g_skip_guard_eval_unsafe) {
-      PyErr_Format(PyExc_RuntimeError,
-                   "Recompilation triggered with skip_guard_eval_unsafe set: no cached entry of "
-                   "%R can run (framescope.eval_frame.set_skip_guard_eval_unsafe(False) lets the "
-                   "callback be called again)",
-                   reinterpret_cast<PyObject*>(code));
-    } else if (lk.run_only || stored.cur == kActionRunOnly) {
-      plan = Plan::kRunFrame;
-    } else {
-      plan = call_callback(ts, frame, code, &st, callback, stored, &recursive, &locals, &hit);
-    }
-  }
+  return conclude_lookup(ts, frame, code, lookup, found);
+}
 
-  if (t_eval.generation == generation) {
-    h.eval_callback = callback;  // nested frames of the code run are intercepted again
-  } else {
-    Py_DECREF(callback);  // set_eval_frame() ran meanwhile: its choice stands
+// run_frame(ts, frame, 0) of a fresh frame, on the hot path: while the tracer does not record,
+// what run_frame() does then -- chain to the previous evaluation function, giving back the
+// hooked call's C recursion units (3.12+) -- is done here, without run_frame()'s call and its
+// choice of the tracer's variant (frame_hook.cpp's record_or_chain()).
+FRAMESCOPE_ALWAYS_INLINE PyObject* run_fresh_frame(PyThreadState* ts, FsFrame* frame) {
+  if (FRAMESCOPE_LIKELY(!g_tracer.hook_records_frames)) {
+    return eval_hooked_frame(g_previous_eval, ts, frame, 0);
   }
-  if (locals) release_frame_locals(locals);
-  release_state(st);
-  if (plan == Plan::kError) return {nullptr, kFailed};
-  if (plan == Plan::kRunEntry && hit->same_code) {
-    Py_DECREF(hit);
-    return {nullptr, recursive};
-  }
-  return {plan == Plan::kRunEntry ? hit : nullptr, recursive};
+  return run_frame(ts, frame, 0);
 }
 
 // Runs the frame (or `entry` on it) with the thread's setting swapped for what the recursive
@@ -472,13 +540,11 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* run_under(PyThreadState* ts, FsFrame* frame, 
   return run_swapped(ts, frame, throwflag, action, entry);
 }
 
-// Intercepts a fresh frame and runs what the lookup (or the callback) decided.
-FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame* frame,
-                                                     PyCodeObject* code, EvalState* st) {
-  const Outcome o = intercept(ts, frame, code, st);
+// Runs what a lookup decided for a fresh frame.
+FRAMESCOPE_ALWAYS_INLINE PyObject* run_outcome(PyThreadState* ts, FsFrame* frame, Outcome o) {
   PyObject* result;
   if (FRAMESCOPE_LIKELY(o.action == kActionDefault)) {
-    if (!o.entry) return run_frame(ts, frame, 0);
+    if (!o.entry) return run_fresh_frame(ts, frame);
     result = run_entry_code(ts, frame, o.entry, true);
   } else if (o.action == kFailed) {
     return fail_unstarted_frame(ts, frame);
@@ -487,6 +553,177 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame*
   }
   Py_XDECREF(o.entry);
   return result;
+}
+
+// Intercepts a fresh frame and runs what the lookup (or the callback) decided.
+FRAMESCOPE_ALWAYS_INLINE PyObject* intercept_and_run(PyThreadState* ts, FsFrame* frame,
+                                                     PyCodeObject* code, EvalState* st) {
+  return run_outcome(ts, frame, intercept(ts, frame, code, st));
+}
+
+// Whether a lookup may start with the head entry's guard in eval_head_entry(): the entry was
+// made under the thread's isolation key itself or both have none (so entry_visible() holds
+// without a compare, in run-only mode too), and no skip_guard_eval_unsafe or guard complete hook
+// changes what a lookup does.
+FRAMESCOPE_ALWAYS_INLINE bool head_entry_path(const CacheEntryObject* e) {
+  return e->check_fn && e->isolation == t_eval.isolation && !g_lookup_extras;
+}
+
+// RecordFunction::end_slow() for a Cache Lookup range that ends on the thread that began it:
+// nothing is written once the session stopped; while it runs the thread still owns `b` (only its
+// slot was invalidated); a begin the buffer dropped counts its end as dropped too.
+FRAMESCOPE_NOINLINE void end_lookup_range_slow(internal::ThreadBuffer* b, uint64_t seq,
+                                               uint64_t epoch) {
+  const bool slot = internal::t_slot.buffer == b && internal::t_slot.epoch == epoch;
+  if (!slot && internal::g_session_epoch.load(std::memory_order_relaxed) != epoch) return;
+  if (seq == internal::ThreadBuffer::kDroppedSeq) {
+    b->count_dropped(1);
+  } else {
+    b->append(now_ticks(), internal::pack_word(internal::EventKind::kRangeEnd, seq));
+  }
+}
+
+// The Cache Lookup range of eval_head_entry(): the events RecordFunction(kCacheLookupName)
+// records, with less bookkeeping where a session records on this thread and nothing else
+// observes ranges (no callbacks, no shapes): two appends, and the buffer, the begin's sequence
+// number and the session kept in three locals rather than a RecordFunction's ten fields. Any
+// other case takes a real RecordFunction. Begins and ends on one thread (a lookup's).
+class LookupRange {
+ public:
+  FRAMESCOPE_ALWAYS_INLINE LookupRange() noexcept {
+    if (FRAMESCOPE_UNLIKELY(internal::g_range_consumers.load(std::memory_order_relaxed) != 0)) {
+      start();
+    }
+  }
+  ~LookupRange() { end(); }
+  LookupRange(const LookupRange&) = delete;
+  LookupRange& operator=(const LookupRange&) = delete;
+
+  /// Ends the range (idempotent).
+  FRAMESCOPE_ALWAYS_INLINE void end() noexcept {
+    if (FRAMESCOPE_LIKELY(state_ == kInert)) return;
+    if (FRAMESCOPE_LIKELY(state_ == kLean)) {
+      state_ = kInert;
+      if (FRAMESCOPE_LIKELY(internal::t_slot.buffer == buffer_ &&
+                            internal::t_slot.epoch == epoch_ &&
+                            seq_ != internal::ThreadBuffer::kDroppedSeq)) {
+        buffer_->append(now_ticks(), internal::pack_word(internal::EventKind::kRangeEnd, seq_));
+      } else {
+        end_lookup_range_slow(buffer_, seq_, epoch_);
+      }
+      return;
+    }
+    state_ = kInert;
+    std::launder(reinterpret_cast<RecordFunction*>(observed_))->~RecordFunction();  // ends it
+  }
+
+ private:
+  enum State : uint8_t { kInert, kLean, kObserved };
+  FRAMESCOPE_ALWAYS_INLINE void start() noexcept {
+    internal::ThreadBuffer* b = internal::current_buffer();
+    if (FRAMESCOPE_LIKELY(b != nullptr && !internal::have_callbacks() && !b->record_shapes)) {
+      epoch_ = internal::t_slot.epoch;
+      seq_ = b->append(now_ticks(),
+                       internal::range_begin_word(kCacheLookupName, RecordScope::kFunction));
+      buffer_ = b;
+      state_ = kLean;
+    } else {
+      new (observed_) RecordFunction(kCacheLookupName);
+      state_ = kObserved;
+    }
+  }
+
+  State state_ = kInert;
+  // Set in the kLean state only.
+  internal::ThreadBuffer* buffer_;
+  uint64_t seq_;
+  uint64_t epoch_;
+  // The kObserved state's range, built in place (a std::optional would add its own flag to
+  // test on every lookup).
+  alignas(RecordFunction) unsigned char observed_[sizeof(RecordFunction)];
+};
+
+// Runs `entry` (a new reference, given back here), caching another code object, on a fresh
+// frame under `recursive` for its callees (run_outcome() for a hit of another code).
+FRAMESCOPE_NOINLINE PyObject* run_other_code(PyThreadState* ts, FsFrame* frame,
+                                             CacheEntryObject* entry, uint8_t recursive) {
+  return run_outcome(ts, frame, Outcome{entry, recursive});
+}
+
+// The rest of a lookup eval_head_entry() started, when its head entry did not simply hold:
+// conclude_lookup() and the run, out of line.
+FRAMESCOPE_NOINLINE PyObject* finish_head_lookup(PyThreadState* ts, FsFrame* frame,
+                                                 PyCodeObject* code, EvalState* st,
+                                                 PyObject* callback, uint64_t generation,
+                                                 PyObject* locals, int found,
+                                                 CacheEntryObject* hit) {
+  const Lookup lookup{st, callback, generation, LookupContext{callback == Py_False}, locals, hit};
+  return run_outcome(ts, frame, conclude_lookup(ts, frame, code, lookup, found));
+}
+
+// The common lookup, kept lean: the guard of the code's most recently hit entry (see
+// head_entry_path()) runs first, and when it holds the frame runs at once (no entry reference
+// kept, no Outcome). Anything else -- the guard fails or raises, the code is reset meanwhile, a
+// guard changed the code's strategy -- continues in walk_from() and conclude_lookup(), exactly
+// as intercept() would have gone on. The same Cache Lookup range covers the guards.
+// Out of line: eval_api_frame() stays a small dispatcher (skipped codes and started frames pay
+// for none of this function's registers and stack).
+FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
+                                              PyCodeObject* code, EvalState* st,
+                                              CacheEntryObject* e) {
+  HookThread& h = t_hook;
+  char marker;
+  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
+    return intercept_and_run(ts, frame, code, st);  // checks the C stack first
+  }
+  // begin_lookup(), spelled out in scalars: an aggregate would live on the stack.
+  ++st->refs;
+  PyObject* const callback = h.eval_callback;
+  h.eval_callback = nullptr;
+  const uint64_t generation = t_eval.generation;
+  PyObject* const locals = acquire_frame_locals(frame);
+  if (FRAMESCOPE_UNLIKELY(!locals)) {
+    return finish_head_lookup(ts, frame, code, st, callback, generation, nullptr, -1, nullptr);
+  }
+  // Held across the call: the guard may reset the code, dropping the entry's references. The
+  // entry itself is not held: entries leave their state's list only when the state is detached
+  // (reset_code, the code's death), so while `st` is not detached `e` lives on.
+  PyObject* check_fn = Py_NewRef(e->check_fn);
+  {
+    LookupRange range;
+    const int ok = call_guard(check_fn, locals);
+    if (FRAMESCOPE_UNLIKELY(ok <= 0 || st->detached)) {
+      // walk_from() goes on from e, holding it; a detached state's e may be gone (null).
+      CacheEntryObject* held =
+          st->detached ? nullptr : reinterpret_cast<CacheEntryObject*>(Py_NewRef(e));
+      CacheEntryObject* hit = nullptr;
+      const int found =
+          walk_from(st, LookupContext{callback == Py_False}, locals, held, 0, check_fn, ok, &hit);
+      range.end();
+      return finish_head_lookup(ts, frame, code, st, callback, generation, locals, found, hit);
+    }
+    Py_DECREF(check_fn);
+    move_to_head(st, e);  // a guard may have added entries before it
+  }
+  // The head entry held. An entry running another code object (a shadow call) is held from
+  // here, while its state is still attached: what follows may run code (a callback's or a kept
+  // view's finalizers) that resets the code.
+  CacheEntryObject* const other =
+      e->same_code ? nullptr : reinterpret_cast<CacheEntryObject*>(Py_NewRef(e));
+  // Read after the guard, as conclude_lookup() reads it.
+  const uint8_t recursive = st->strategy.recursive;
+  if (FRAMESCOPE_LIKELY(t_eval.generation == generation)) {
+    h.eval_callback = callback;
+  } else {
+    Py_DECREF(callback);
+  }
+  release_frame_locals(locals);
+  release_state(st);
+  if (FRAMESCOPE_LIKELY(!other)) {
+    if (FRAMESCOPE_LIKELY(recursive == kActionDefault)) return run_fresh_frame(ts, frame);
+    return run_swapped(ts, frame, 0, recursive, nullptr);
+  }
+  return run_other_code(ts, frame, other, recursive);
 }
 
 // A fresh frame of a code whose stored strategy is not (DEFAULT, DEFAULT): out of the common path.
@@ -530,7 +767,11 @@ PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
     if (FRAMESCOPE_UNLIKELY((st->strategy.cur | st->strategy.recursive) != kActionDefault)) {
       return eval_with_strategy(ts, frame, code, st);
     }
-    if (!st->head && t_hook.eval_callback == Py_False) return run_frame(ts, frame, 0);
+    if (CacheEntryObject* e = st->head) {
+      if (FRAMESCOPE_LIKELY(head_entry_path(e))) return eval_head_entry(ts, frame, code, st, e);
+    } else if (t_hook.eval_callback == Py_False) {
+      return run_frame(ts, frame, 0);
+    }
   } else if (t_hook.eval_callback == Py_False) {
     return run_frame(ts, frame, 0);
   }
