@@ -370,7 +370,7 @@ struct Outcome {
 // caching the frame's own code: that is kRunFrame.
 FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
                                       EvalState* st) {
-  HookThread& h = t_hook;  // one TLS access (t_hook is defined in another translation unit)
+  HookThread& h = hook_thread();  // one TLS access
   // c_stack_nearly_exhausted() starts with this test of the hook's check line; made here, the
   // common case costs no call.
   char marker;
@@ -440,7 +440,7 @@ FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeO
 FRAMESCOPE_NOINLINE PyObject* run_swapped(PyThreadState* ts, FsFrame* frame, int throwflag,
                                           uint8_t action, CacheEntryObject* entry) {
   PyObject* replacement = action == kActionSkip ? nullptr : Py_False;
-  PyObject* saved = t_hook.eval_callback;  // the thread's reference: ours while the frame runs
+  PyObject* saved = hook_thread().eval_callback;  // the thread's reference: ours while the frame runs
   if (saved == replacement && (!replacement || !t_eval.isolation)) {
     return entry ? run_entry_code(ts, frame, entry, saved != nullptr)
                  : run_frame(ts, frame, throwflag);
@@ -448,12 +448,12 @@ FRAMESCOPE_NOINLINE PyObject* run_swapped(PyThreadState* ts, FsFrame* frame, int
   PyObject* saved_isolation = replacement ? t_eval.isolation : nullptr;  // moved here too
   if (replacement) t_eval.isolation = nullptr;
   const uint64_t generation = t_eval.generation;
-  t_hook.eval_callback = Py_XNewRef(replacement);
+  hook_thread().eval_callback = Py_XNewRef(replacement);
   PyObject* result = entry ? run_entry_code(ts, frame, entry, replacement != nullptr)
                            : run_frame(ts, frame, throwflag);
   if (t_eval.generation == generation) {
-    PyObject* current = t_hook.eval_callback;
-    t_hook.eval_callback = saved;
+    PyObject* current = hook_thread().eval_callback;
+    hook_thread().eval_callback = saved;
     if (replacement) t_eval.isolation = saved_isolation;
     Py_XDECREF(current);
   } else {
@@ -494,7 +494,7 @@ FRAMESCOPE_NOINLINE PyObject* eval_with_strategy(PyThreadState* ts, FsFrame* fra
                                                  PyCodeObject* code, EvalState* st) {
   const ExecStrategy s = st->strategy;
   if (s.cur == kActionSkip ||
-      (!st->head && (s.cur == kActionRunOnly || t_hook.eval_callback == Py_False))) {
+      (!st->head && (s.cur == kActionRunOnly || hook_thread().eval_callback == Py_False))) {
     return run_under(ts, frame, 0, s.recursive, nullptr);
   }
   return intercept_and_run(ts, frame, code, st);
@@ -530,8 +530,8 @@ PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
     if (FRAMESCOPE_UNLIKELY((st->strategy.cur | st->strategy.recursive) != kActionDefault)) {
       return eval_with_strategy(ts, frame, code, st);
     }
-    if (!st->head && t_hook.eval_callback == Py_False) return run_frame(ts, frame, 0);
-  } else if (t_hook.eval_callback == Py_False) {
+    if (!st->head && hook_thread().eval_callback == Py_False) return run_frame(ts, frame, 0);
+  } else if (hook_thread().eval_callback == Py_False) {
     return run_frame(ts, frame, 0);
   }
   return intercept_and_run(ts, frame, code, st);

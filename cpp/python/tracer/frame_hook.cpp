@@ -17,7 +17,6 @@
 
 namespace framescope::py {
 
-thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, nullptr, 0, 0, 0};
 EvalFrameFunction g_previous_eval = nullptr;
 #if !FS_PY311
 namespace {
@@ -184,9 +183,11 @@ FRAMESCOPE_ALWAYS_INLINE uint64_t current_buffer_epoch() { return internal::t_sl
 // its return must not close a slice of the later session. Compared by epoch, not by buffer
 // address: the later session's buffer for this thread is often allocated at the same address.
 // (current_buffer() has just compared the slot's epoch: the compare below reuses that load.)
+// The hook still records for that session (not switched to the fallback, not stopped): one
+// compare of hook_epoch, which names the session while the hook records and none otherwise.
 template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE void record_return(uint64_t epoch) {
-  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_exits)) {
+  if (FRAMESCOPE_LIKELY(g_tracer.hook_epoch == epoch)) {
     if (internal::ThreadBuffer* b = internal::current_buffer();
         FRAMESCOPE_LIKELY(b != nullptr && current_buffer_epoch() == epoch)) {
       const uint64_t ticks = hook_ticks<kTsc>();
@@ -270,9 +271,10 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
   return result;
 }
 
-// The hook's recording path. The plain variant (kMemory false) is the same code as without
-// memory profiling; the memory variant writes the thread's counted allocations before each
-// call and return it records (memory_hooks.h).
+// The hook's general recording path: every case (a code's first call in the session, left-out
+// code, labelled and generator calls, work pending on 3.13). The plain variant (kMemory false)
+// is the same code as without memory profiling; the memory variant writes the thread's counted
+// allocations before each call and return it records (memory_hooks.h).
 template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                HookThread& h) {
@@ -307,15 +309,58 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   return result;
 }
 
+// Out of line: the frame is not the usual case (see record_or_chain()), or the hook records
+// nothing right now (hook_epoch names no session: another backend, the eval_frame API alone).
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* record_or_chain_general(PyThreadState* ts, FsFrame* frame,
+                                                      int throwflag, HookThread& h) {
+  if (!hook_records_frames()) return chain(ts, frame, throwflag);
+  return traced_eval<kMemory, kTsc>(ts, frame, throwflag, h);
+}
+
 // The frame as the interpreter would run it without the eval_frame API: recorded when the
 // tracer records, then chained (run_frame() and dispatch_frame() share it).
+//
+// The usual case is decided first, by one compare: the code has a compact index in the session
+// the hook records for. compact_epoch names a session only when the code has compact bits, no
+// slow path and is registered in it, and hook_epoch names none while the hook records nothing,
+// so this compare also stands for "the hook records" (no separate test of a flag at each call).
+// The rest of the usual case is traced_eval() without what the compare already settled.
 template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                    HookThread& h) {
-  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) {
-    return traced_eval<kMemory, kTsc>(ts, frame, throwflag, h);
+  const CodeExtra* extra = find_code_extra(frame_code(frame));
+  if (FRAMESCOPE_UNLIKELY(!extra || extra->compact_epoch != g_tracer.hook_epoch)) {
+    return record_or_chain_general<kMemory, kTsc>(ts, frame, throwflag, h);
   }
-  return chain(ts, frame, throwflag);
+  internal::ThreadBuffer* buffer = internal::current_buffer();
+  if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);
+  if (FRAMESCOPE_UNLIKELY(h.depth == 0)) {
+    return traced_eval_outermost<kMemory, kTsc>(ts, frame, throwflag, h, buffer);
+  }
+  if (frame_start_fails_recursion_check(ts)) {
+    return chain(ts, frame, throwflag);  // never runs: not a call of the trace
+  }
+#if FS_PY313
+  // Pending work may run any Python code: the general path runs it, then decides again.
+  if (FRAMESCOPE_UNLIKELY(thread_has_pending_work(ts))) {
+    return record_or_chain_general<kMemory, kTsc>(ts, frame, throwflag, h);
+  }
+#endif
+#if FS_PY312
+  if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {
+    record_exit_before_cleanup<kMemory, kTsc>(buffer);
+  }
+#endif
+  const uint64_t ticks = hook_ticks<kTsc>();
+  if (kMemory) flush_allocations(buffer, ticks);
+  buffer->append_compact(ticks, extra->compact_call_bits);
+  const uint64_t epoch = current_buffer_epoch();
+  ++h.depth;
+  PyObject* result = chain(ts, frame, throwflag);
+  --h.depth;
+  record_return<kMemory, kTsc>(epoch);
+  return result;
 }
 
 // What the hook does with a frame once the stack has room: the eval_frame API's interception,
@@ -338,11 +383,11 @@ struct SegmentCall {
 // dispatch_frame() in the variant the hook runs as (off the hot path: stack segments).
 PyObject* dispatch_variant(PyThreadState* ts, FsFrame* frame, int throwflag) {
   if (internal::g_use_tsc) {
-    return g_memory_tracking ? dispatch_frame<true, true>(ts, frame, throwflag, t_hook)
-                             : dispatch_frame<false, true>(ts, frame, throwflag, t_hook);
+    return g_memory_tracking ? dispatch_frame<true, true>(ts, frame, throwflag, hook_thread())
+                             : dispatch_frame<false, true>(ts, frame, throwflag, hook_thread());
   }
-  return g_memory_tracking ? dispatch_frame<true, false>(ts, frame, throwflag, t_hook)
-                           : dispatch_frame<false, false>(ts, frame, throwflag, t_hook);
+  return g_memory_tracking ? dispatch_frame<true, false>(ts, frame, throwflag, hook_thread())
+                           : dispatch_frame<false, false>(ts, frame, throwflag, hook_thread());
 }
 
 void run_segment_call(void* p) {
@@ -374,7 +419,7 @@ PyObject* eval_on_segment(PyThreadState* ts, FsFrame* frame, int throwflag, Hook
 // frame, false when the caller should run it here as usual.
 FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
                                          uintptr_t here, PyObject** result) {
-  HookThread& h = t_hook;
+  HookThread& h = hook_thread();
   if (!below_check_line(h, here)) return false;
   const uint64_t remaining = here - h.stack_low;
   if (segments_usable()) {
@@ -388,7 +433,7 @@ FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int 
       return true;
     }
   }
-  if (kTracerSwitchesOnDeepStacks && remaining > kHardReserve && g_tracer.hook_records_frames &&
+  if (kTracerSwitchesOnDeepStacks && remaining > kHardReserve && hook_records_frames() &&
       tracer_switch_to_fallback("deep recursion beyond the stack segment budget")) {
     return false;
   }
@@ -401,7 +446,7 @@ FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int 
 
 template <bool kMemory, bool kTsc>
 PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
-  HookThread& h = t_hook;
+  HookThread& h = hook_thread();
   char marker;
   if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
     PyObject* result;
@@ -428,15 +473,15 @@ void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buf
 }
 
 void anchor_outermost_range() {
-  HookThread& h = t_hook;
-  if (h.depth != 0 || !g_tracer.hook_records_frames) return;
+  HookThread& h = hook_thread();
+  if (h.depth != 0 || !hook_records_frames()) return;
   if (internal::ThreadBuffer* buffer = internal::current_buffer()) {
     record_anchor(PyThreadState_Get(), h, buffer, now_ticks());
   }
 }
 
 bool c_stack_nearly_exhausted() {
-  HookThread& h = t_hook;
+  HookThread& h = hook_thread();
   char marker;
   uintptr_t here = reinterpret_cast<uintptr_t>(&marker);
   if (FRAMESCOPE_LIKELY(here >= h.stack_check_below)) return false;
@@ -444,12 +489,15 @@ bool c_stack_nearly_exhausted() {
 }
 
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  // The eval_frame API runs frames with or without a tracing session: without one, chained at
+  // once (record_or_chain() would look the code up first).
+  if (!hook_records_frames()) return chain(ts, frame, throwflag);
   if (internal::g_use_tsc) {
-    return g_memory_tracking ? record_or_chain<true, true>(ts, frame, throwflag, t_hook)
-                             : record_or_chain<false, true>(ts, frame, throwflag, t_hook);
+    return g_memory_tracking ? record_or_chain<true, true>(ts, frame, throwflag, hook_thread())
+                             : record_or_chain<false, true>(ts, frame, throwflag, hook_thread());
   }
-  return g_memory_tracking ? record_or_chain<true, false>(ts, frame, throwflag, t_hook)
-                           : record_or_chain<false, false>(ts, frame, throwflag, t_hook);
+  return g_memory_tracking ? record_or_chain<true, false>(ts, frame, throwflag, hook_thread())
+                           : record_or_chain<false, false>(ts, frame, throwflag, hook_thread());
 }
 
 PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {
@@ -461,7 +509,7 @@ PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {
 }
 
 void prepare_hook_thread() {
-  if (t_hook.stack_check_below == UINTPTR_MAX) learn_stack(t_hook);
+  if (hook_thread().stack_check_below == UINTPTR_MAX) learn_stack(hook_thread());
 }
 
 void hook_acquire(HookUser user) {

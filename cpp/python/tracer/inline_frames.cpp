@@ -171,7 +171,7 @@ void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame) {
 void inline_frame_started(PyCodeObject* code, FsFrame* frame) {
   if (!g_active || !frame_entered_inline(frame)) return;
   internal::ThreadBuffer* buffer = internal::current_buffer();
-  if (!buffer || !g_tracer.hook_records_frames) return;
+  if (!buffer || !hook_records_frames()) return;
   const uint64_t ticks = now_ticks();
   const uint64_t key = frame_key(code, frame);
   if (!key) return;

@@ -14,6 +14,8 @@
 #include "framescope/macros.h"
 #include "framescope/range_input.h"
 
+struct _object;  // CPython's PyObject, for HookThreadState (the core does not include Python.h)
+
 namespace framescope::internal {
 
 /// Indices of the first side record (detail, string, memory) that events from some point on can
@@ -294,6 +296,28 @@ class ThreadBuffer {
   uint64_t carried_floor_ticks_ = 0;       // carried events start no earlier (set at fork)
 };
 
+/// Per-thread state of the Python layer's PEP 523 frame hook (cpp/python/tracer/frame_hook.h;
+/// the core itself never reads it). It lives in the thread's slot below, not in a TLS object of
+/// its own, so that the hook's hot path reaches the thread's buffer and its own state through
+/// one initial-exec TLS block: one GOT load and one base register where two cost a GOT load,
+/// a callee-saved register and its save and restore each (docs/performance.md). Plain data;
+/// fields are owned and documented by the hook.
+struct HookThreadState {
+  /// eval_frame API callback of this thread (strong ref, owned by the eval_frame API): null =
+  /// None, Py_False = run-only, else a callable. `_object` is CPython's PyObject.
+  ::_object* eval_callback;
+  /// Below this stack address the hook takes its slow path. Starts at the top of the address
+  /// space, so a thread's first frame takes it and learns the real bounds.
+  uintptr_t stack_check_below;
+  uintptr_t stack_low;      ///< lowest usable address of this thread's stack (0: unknown)
+  const void* last_anchor;  ///< tracer: pre-existing frame of the last depth-0 call
+  uint64_t anchor_epoch;    ///< tracer: session in which last_anchor was recorded
+  int depth;                ///< tracer: hook frames open on this thread
+  /// Stack segments (cpp/core/stack_segments.h) this thread runs on now, 0 on its own stack.
+  /// The stack_* fields above describe the segment in use.
+  unsigned stack_segment_level;
+};
+
 /// The hot-path view of the calling thread: trivially constructible so that reading it is a
 /// plain TLS load. `epoch` says which session `buffer` belongs to. Declared `__thread` rather
 /// than `thread_local`: an `extern thread_local` makes every use in another translation unit
@@ -302,10 +326,18 @@ class ThreadBuffer {
 /// Initial-exec TLS model: the slot is reached at a fixed offset from %fs, even when the core is
 /// linked into a dlopen()ed Python extension, where the default (general-dynamic) model calls
 /// __tls_get_addr on every access -- twice per traced Python call. glibc keeps static TLS room
-/// for such objects in dlopen()ed libraries; 16 bytes is far below that reserve.
+/// for such objects in dlopen()ed libraries; 72 bytes is far below that reserve.
 struct ThreadSlot {
   ThreadBuffer* buffer;
   uint64_t epoch;
+  HookThreadState hook;
+  /// Sets the buffer and its session's epoch, leaving `hook` alone. (Assigning the whole slot
+  /// is deleted: a `{buffer, epoch}` initializer would zero the hook's state.)
+  void set(ThreadBuffer* b, uint64_t e) noexcept {
+    buffer = b;
+    epoch = e;
+  }
+  ThreadSlot& operator=(const ThreadSlot&) = delete;
 };
 extern __thread ThreadSlot t_slot __attribute__((tls_model("initial-exec")));
 /// Epoch of the recording session, 0 when none records.
