@@ -142,6 +142,22 @@ bool below_check_line(HookThread& h, uintptr_t here) {
   return h.stack_low && here < h.stack_check_below;
 }
 
+// Where the C stack is now (compared with the thread's check line). The stack pointer read
+// directly on x86-64 and AArch64: the address of a local would make the hook allocate a stack
+// frame for it.
+FRAMESCOPE_ALWAYS_INLINE uintptr_t current_stack_address() {
+  uintptr_t sp;
+#if defined(__x86_64__)
+  asm volatile("mov %%rsp, %0" : "=r"(sp));
+#elif defined(__aarch64__)
+  asm volatile("mov %0, sp" : "=r"(sp));
+#else
+  char marker;
+  sp = reinterpret_cast<uintptr_t>(&marker);
+#endif
+  return sp;
+}
+
 // Calls the function we chain to; the real C stack is guarded by the hook's deep-stack path.
 FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int throwflag) {
   return eval_hooked_frame(g_previous_eval, ts, frame, throwflag);
@@ -175,6 +191,13 @@ FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCode
 // The session of the buffer current_buffer() just returned (its thread slot says which): read
 // at a call, kept for its return.
 FRAMESCOPE_ALWAYS_INLINE uint64_t current_buffer_epoch() { return internal::t_slot.epoch; }
+
+// A return event through append_compact()'s slow path (a new chunk or base); passes `result` on.
+FRAMESCOPE_NOINLINE PyObject* append_return_slow(internal::ThreadBuffer* buffer, uint64_t ticks,
+                                                 PyObject* result) {
+  buffer->append_compact_slow(ticks, internal::kCompactReturnBits);
+  return result;
+}
 
 // Records the return of a frame whose call went to the buffer of the session with `epoch`.
 // The buffer is read again: the session may have stopped inside this frame, and another one may
@@ -271,6 +294,46 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
   return result;
 }
 
+// After a recorded frame ran: records its return and passes its result on. Out of line and
+// reached by a tail call, so that nothing it needs (the thread slot's address, the tracer's
+// state) is kept in a callee-saved register across the frame's evaluation.
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* finish_recorded_frame_general(PyObject* result, uint64_t epoch) {
+  record_return<kMemory, kTsc>(epoch);
+  return result;
+}
+
+// record_return() for the usual case (the thread slot current and the session unchanged; no
+// memory variant; no new chunk or base), whatever else leaves with a tail call, so that this
+// function saves no register either.
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* finish_recorded_frame(PyObject* result, uint64_t epoch) {
+  --hook_thread().depth;
+  if (FRAMESCOPE_UNLIKELY(g_tracer.hook_epoch != epoch)) return result;  // see record_return()
+  if (kMemory || FRAMESCOPE_UNLIKELY(internal::t_slot.epoch != epoch) ||
+      FRAMESCOPE_UNLIKELY(!internal::thread_slot_is_current())) {
+    return finish_recorded_frame_general<kMemory, kTsc>(result, epoch);
+  }
+  internal::ThreadBuffer* buffer = internal::t_slot.buffer;
+  if (FRAMESCOPE_UNLIKELY(!buffer)) return result;
+  const uint64_t ticks = hook_ticks<kTsc>();
+  if (FRAMESCOPE_UNLIKELY(!buffer->append_compact_fast(ticks, internal::kCompactReturnBits))) {
+    return append_return_slow(buffer, ticks, result);
+  }
+  return result;
+}
+
+// Runs a frame whose call was just recorded (with the session its buffer belongs to in the
+// thread slot) and records its return.
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_ALWAYS_INLINE PyObject* run_recorded_frame(PyThreadState* ts, FsFrame* frame,
+                                                      int throwflag, HookThread& h) {
+  const uint64_t epoch = current_buffer_epoch();
+  ++h.depth;
+  PyObject* result = chain(ts, frame, throwflag);
+  return finish_recorded_frame<kMemory, kTsc>(result, epoch);
+}
+
 // The hook's general recording path: every case (a code's first call in the session, left-out
 // code, labelled and generator calls, work pending on 3.13). The plain variant (kMemory false)
 // is the same code as without memory profiling; the memory variant writes the thread's counted
@@ -301,12 +364,7 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   if (FRAMESCOPE_UNLIKELY(!recorded)) {
     return chain(ts, frame, throwflag);
   }
-  const uint64_t epoch = current_buffer_epoch();
-  ++h.depth;
-  PyObject* result = chain(ts, frame, throwflag);
-  --h.depth;
-  record_return<kMemory, kTsc>(epoch);
-  return result;
+  return run_recorded_frame<kMemory, kTsc>(ts, frame, throwflag, h);
 }
 
 // Out of line: the frame is not the usual case (see record_or_chain()), or the hook records
@@ -318,6 +376,16 @@ FRAMESCOPE_NOINLINE PyObject* record_or_chain_general(PyThreadState* ts, FsFrame
   return traced_eval<kMemory, kTsc>(ts, frame, throwflag, h);
 }
 
+// The usual case whose call event needs append_compact()'s slow path (a new chunk, a new base).
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* record_or_chain_slow_append(PyThreadState* ts, FsFrame* frame,
+                                                          int throwflag, HookThread& h,
+                                                          internal::ThreadBuffer* buffer,
+                                                          uint64_t ticks, uint64_t bits) {
+  buffer->append_compact_slow(ticks, bits);
+  return run_recorded_frame<kMemory, kTsc>(ts, frame, throwflag, h);
+}
+
 // The frame as the interpreter would run it without the eval_frame API: recorded when the
 // tracer records, then chained (run_frame() and dispatch_frame() share it).
 //
@@ -325,16 +393,22 @@ FRAMESCOPE_NOINLINE PyObject* record_or_chain_general(PyThreadState* ts, FsFrame
 // the hook records for. compact_epoch names a session only when the code has compact bits, no
 // slow path and is registered in it, and hook_epoch names none while the hook records nothing,
 // so this compare also stands for "the hook records" (no separate test of a flag at each call).
-// The rest of the usual case is traced_eval() without what the compare already settled.
+//
+// Until the call's event is written, every unusual case leaves for an out-of-line path with a
+// tail call and never comes back: a call that returns here would make the compiler keep the
+// frame, the throwflag and the extra in callee-saved registers, which every traced call would
+// then save and restore. So what stays live across the frame's evaluation is only what the
+// return needs: the thread slot, the epoch and (3.12+) `ts`.
 template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                    HookThread& h) {
   const CodeExtra* extra = find_code_extra(frame_code(frame));
-  if (FRAMESCOPE_UNLIKELY(!extra || extra->compact_epoch != g_tracer.hook_epoch)) {
+  if (FRAMESCOPE_UNLIKELY(!extra || extra->compact_epoch != g_tracer.hook_epoch) ||
+      FRAMESCOPE_UNLIKELY(!internal::thread_slot_is_current())) {
     return record_or_chain_general<kMemory, kTsc>(ts, frame, throwflag, h);
   }
-  internal::ThreadBuffer* buffer = internal::current_buffer();
-  if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);
+  internal::ThreadBuffer* buffer = internal::t_slot.buffer;
+  if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);  // not recording here
   if (FRAMESCOPE_UNLIKELY(h.depth == 0)) {
     return traced_eval_outermost<kMemory, kTsc>(ts, frame, throwflag, h, buffer);
   }
@@ -348,19 +422,19 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* f
   }
 #endif
 #if FS_PY312
+  // The general path first records the end of the frame that just left the stack.
   if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {
-    record_exit_before_cleanup<kMemory, kTsc>(buffer);
+    return record_or_chain_general<kMemory, kTsc>(ts, frame, throwflag, h);
   }
 #endif
   const uint64_t ticks = hook_ticks<kTsc>();
   if (kMemory) flush_allocations(buffer, ticks);
-  buffer->append_compact(ticks, extra->compact_call_bits);
-  const uint64_t epoch = current_buffer_epoch();
-  ++h.depth;
-  PyObject* result = chain(ts, frame, throwflag);
-  --h.depth;
-  record_return<kMemory, kTsc>(epoch);
-  return result;
+  const uint64_t bits = extra->compact_call_bits;
+  if (FRAMESCOPE_UNLIKELY(!buffer->append_compact_fast(ticks, bits))) {
+    return record_or_chain_slow_append<kMemory, kTsc>(ts, frame, throwflag, h, buffer, ticks,
+                                                      bits);
+  }
+  return run_recorded_frame<kMemory, kTsc>(ts, frame, throwflag, h);
 }
 
 // What the hook does with a frame once the stack has room: the eval_frame API's interception,
@@ -444,15 +518,23 @@ FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int 
   return true;
 }
 
+// The hook for a frame that starts below the thread's check line (or a thread's first frame):
+// deep_stack_eval(), then the usual dispatch. Out of line and reached by a tail call (see
+// record_or_chain() for why nothing on the hot path calls out and comes back).
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* framescope_eval_deep_frame(PyThreadState* ts, FsFrame* frame,
+                                                         int throwflag, uintptr_t here) {
+  PyObject* result;
+  if (deep_stack_eval(ts, frame, throwflag, here, &result)) return result;
+  return dispatch_frame<kMemory, kTsc>(ts, frame, throwflag, hook_thread());
+}
+
 template <bool kMemory, bool kTsc>
 PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
   HookThread& h = hook_thread();
-  char marker;
-  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
-    PyObject* result;
-    if (deep_stack_eval(ts, frame, throwflag, reinterpret_cast<uintptr_t>(&marker), &result)) {
-      return result;
-    }
+  const uintptr_t here = current_stack_address();
+  if (FRAMESCOPE_UNLIKELY(here < h.stack_check_below)) {
+    return framescope_eval_deep_frame<kMemory, kTsc>(ts, frame, throwflag, here);
   }
   return dispatch_frame<kMemory, kTsc>(ts, frame, throwflag, h);
 }

@@ -75,9 +75,17 @@ class ThreadBuffer {
   /// Appends one compact event (see raw_event.h): `bits` is compact_call_bits(index) or
   /// kCompactReturnBits. Compact events have no sequence number. Owner thread only.
   FRAMESCOPE_ALWAYS_INLINE void append_compact(uint64_t ticks, uint64_t bits) noexcept {
+    if (FRAMESCOPE_UNLIKELY(!append_compact_fast(ticks, bits))) append_compact_slow(ticks, bits);
+  }
+
+  /// append_compact() without its slow path: false, writing nothing, when the event needs it
+  /// (a new chunk, or a base for the delta); the caller then calls append_compact_slow(). For a
+  /// hot path that must not call out and come back (each such call keeps its live values in
+  /// callee-saved registers, which every call then saves and restores). Owner thread only.
+  FRAMESCOPE_ALWAYS_INLINE bool append_compact_fast(uint64_t ticks, uint64_t bits) noexcept {
     const uint64_t delta = ticks - base_ticks_;
     // base_window_ is 0 until the current chunk has a base: the slow path writes one.
-    if (FRAMESCOPE_UNLIKELY(delta >= base_window_)) return append_compact_slow(ticks, bits);
+    if (FRAMESCOPE_UNLIKELY(delta >= base_window_)) return false;
     // The open pair slot takes the event as its second half only while it is still the newest
     // slot: any event written since (an ordinary one, padding) closed it, keeping the order.
     // Checked here rather than by a store in append(), which C++ ranges use. (cursor_ is never
@@ -88,11 +96,15 @@ class ThreadBuffer {
       // store; it sees the event or the empty half.
       __atomic_store_n(&cursor[-1].ticks, bits | delta, __ATOMIC_RELAXED);
       pending_end_ = nullptr;
-      return;
+      return true;
     }
-    if (FRAMESCOPE_UNLIKELY(cursor == limit_)) return append_compact_slow(ticks, bits);
+    if (FRAMESCOPE_UNLIKELY(cursor == limit_)) return false;
     open_pair(cursor, bits | delta);
+    return true;
   }
+
+  /// The slow path of append_compact(). Owner thread only.
+  FRAMESCOPE_NOINLINE void append_compact_slow(uint64_t ticks, uint64_t bits) noexcept;
 
   // ---- slow path, owner thread only ----
   // Side records are not kept once the buffer stopped recording (limit reached with the stop
@@ -196,7 +208,6 @@ class ThreadBuffer {
 
  private:
   FRAMESCOPE_NOINLINE uint64_t append_slow(uint64_t ticks, uint64_t word) noexcept;
-  FRAMESCOPE_NOINLINE void append_compact_slow(uint64_t ticks, uint64_t bits) noexcept;
   // Makes room for `slots` more events, starting a new chunk if needed (under mutex_, owner).
   // False when the memory limit (or detach) stops recording; the caller counts the drop.
   bool reserve_slots_locked(size_t slots, uint64_t first_word) noexcept;
@@ -347,10 +358,15 @@ extern std::atomic<uint64_t> g_session_epoch;
 /// must not record). Returns null when this thread does not record.
 ThreadBuffer* attach_current_thread() noexcept;
 
+/// True when the thread slot is up to date: `t_slot.buffer` is then what current_buffer()
+/// returns (null: this thread does not record), without the slow path.
+FRAMESCOPE_ALWAYS_INLINE bool thread_slot_is_current() noexcept {
+  return t_slot.epoch == g_session_epoch.load(std::memory_order_relaxed);
+}
+
 /// The calling thread's buffer in the recording session, or null when it does not record.
 FRAMESCOPE_ALWAYS_INLINE ThreadBuffer* current_buffer() noexcept {
-  uint64_t epoch = g_session_epoch.load(std::memory_order_relaxed);
-  if (FRAMESCOPE_LIKELY(t_slot.epoch == epoch)) return t_slot.buffer;
+  if (FRAMESCOPE_LIKELY(thread_slot_is_current())) return t_slot.buffer;
   return attach_current_thread();
 }
 
