@@ -310,8 +310,9 @@ template <bool kMemory, bool kTsc>
 FRAMESCOPE_NOINLINE PyObject* finish_recorded_frame(PyObject* result, uint64_t epoch) {
   --hook_thread().depth;
   if (FRAMESCOPE_UNLIKELY(g_tracer.hook_epoch != epoch)) return result;  // see record_return()
-  if (kMemory || FRAMESCOPE_UNLIKELY(internal::t_slot.epoch != epoch) ||
-      FRAMESCOPE_UNLIKELY(!internal::thread_slot_is_current())) {
+  // As at the call (see record_or_chain()): the slot's epoch compared with hook_epoch stands
+  // for current_buffer()'s compare with g_session_epoch.
+  if (kMemory || FRAMESCOPE_UNLIKELY(internal::t_slot.epoch != epoch)) {
     return finish_recorded_frame_general<kMemory, kTsc>(result, epoch);
   }
   internal::ThreadBuffer* buffer = internal::t_slot.buffer;
@@ -393,6 +394,12 @@ FRAMESCOPE_NOINLINE PyObject* record_or_chain_slow_append(PyThreadState* ts, FsF
 // the hook records for. compact_epoch names a session only when the code has compact bits, no
 // slow path and is registered in it, and hook_epoch names none while the hook records nothing,
 // so this compare also stands for "the hook records" (no separate test of a flag at each call).
+// The thread slot is then compared with hook_epoch too, where current_buffer() compares it with
+// g_session_epoch: the two are the same session while the hook records, unless the core session
+// was stopped on its own (not through tracer_stop()). Then the slot still holds that session's
+// buffer, which stays alive with its newest chunk while its thread owns it (t_owner): the events
+// go where nothing reads them any more, as they would have been dropped. (A thread new to the
+// session, paused or invalidated has another epoch in its slot and takes the general path.)
 //
 // Until the call's event is written, every unusual case leaves for an out-of-line path with a
 // tail call and never comes back: a call that returns here would make the compiler keep the
@@ -403,8 +410,9 @@ template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                    HookThread& h) {
   const CodeExtra* extra = find_code_extra(frame_code(frame));
-  if (FRAMESCOPE_UNLIKELY(!extra || extra->compact_epoch != g_tracer.hook_epoch) ||
-      FRAMESCOPE_UNLIKELY(!internal::thread_slot_is_current())) {
+  const uint64_t hook_epoch = g_tracer.hook_epoch;
+  if (FRAMESCOPE_UNLIKELY(!extra || extra->compact_epoch != hook_epoch) ||
+      FRAMESCOPE_UNLIKELY(internal::t_slot.epoch != hook_epoch)) {
     return record_or_chain_general<kMemory, kTsc>(ts, frame, throwflag, h);
   }
   internal::ThreadBuffer* buffer = internal::t_slot.buffer;
