@@ -31,7 +31,7 @@ struct TracerState {
   /// the hook recorded end through the fallback.
   bool switched_to_fallback = false;
 };
-extern TracerState g_tracer;
+extern FRAMESCOPE_HIDDEN TracerState g_tracer;
 
 /// True while the frame hook records calls and returns (the frame-hook backend, not switched).
 FRAMESCOPE_ALWAYS_INLINE bool hook_records_frames() { return g_tracer.hook_epoch != kNoHookEpoch; }
