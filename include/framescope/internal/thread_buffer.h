@@ -56,8 +56,8 @@ class Session;
 class StreamWriter;
 
 /// Events of one thread in one session. The owning thread appends without locks: it writes the
-/// event, then publishes the new count with a release store, so a reader (the session at stop)
-/// that acquires `committed_` sees whole events only. Everything else (new chunks, side records)
+/// event, then publishes the cursor past it with a release store, so a reader (the session at
+/// stop) that acquires the cursor sees whole events only. Everything else (new chunks, side records)
 /// happens under `mutex_`, which the reader also takes.
 class ThreadBuffer {
  public:
@@ -213,25 +213,45 @@ class ThreadBuffer {
   bool reserve_slots_locked(size_t slots, uint64_t first_word) noexcept;
   // Writes one slot at the cursor (which must have room) and publishes it; returns its seq.
   FRAMESCOPE_ALWAYS_INLINE uint64_t write_slot(uint64_t ticks, uint64_t word) noexcept {
-    cursor_->ticks = ticks;
-    cursor_->word = word;
-    ++cursor_;
-    // Only the owner writes committed_, so its own relaxed load is exact: the count doubles as
-    // the next sequence number (one load and one store per event).
-    const uint64_t seq = committed_.load(std::memory_order_relaxed);
-    committed_.store(seq + 1, std::memory_order_release);
-    return seq;
+    RawEvent* const cursor = cursor_;
+    cursor->ticks = ticks;
+    cursor->word = word;
+    publish_cursor(cursor + 1);
+    return seq_of(cursor);
   }
   // Starts a pair slot with compact event `first` (its second half empty) at `cursor` (the
-  // cursor, which has room). write_slot() spelled out on the cursor already loaded: its store to
-  // committed_ (atomic) would otherwise make the compiler load the cursor again.
+  // cursor, which has room).
   FRAMESCOPE_ALWAYS_INLINE void open_pair(RawEvent* cursor, uint64_t first) noexcept {
     cursor->ticks = 0;
     cursor->word = first;
-    cursor_ = cursor + 1;
     pending_end_ = cursor + 1;
-    const uint64_t seq = committed_.load(std::memory_order_relaxed);
-    committed_.store(seq + 1, std::memory_order_release);
+    publish_cursor(cursor + 1);
+  }
+  // The cursor is the publication: a reader (under mutex_, which every change of chunk takes)
+  // acquires it and then sees every slot before it whole. Only the owner moves it, so the
+  // owner's own plain reads of it are exact. (A separate count published at each event cost
+  // three instructions more per traced call: its load, add and store.)
+  FRAMESCOPE_ALWAYS_INLINE void publish_cursor(RawEvent* cursor) noexcept {
+    __atomic_store_n(&cursor_, cursor, __ATOMIC_RELEASE);
+  }
+  // The sequence number of the slot at `slot` in the current chunk. Slots are 16 bytes, so the
+  // address shifted by 4 counts slots whatever the chunk's alignment; seq_bias_ maps it to seq.
+  FRAMESCOPE_ALWAYS_INLINE uint64_t seq_of(const RawEvent* slot) const noexcept {
+    static_assert(sizeof(RawEvent) == 16, "seq_of() counts 16-byte slots");
+    return seq_bias_ + (reinterpret_cast<uintptr_t>(slot) >> 4);
+  }
+  // Slots appended so far (the next sequence number): under mutex_, or by the owner.
+  uint64_t committed_locked() const noexcept {
+    const RawEvent* cursor = __atomic_load_n(&cursor_, __ATOMIC_ACQUIRE);
+    return cursor ? seq_of(cursor) : committed_without_chunk_;
+  }
+  // Lets go of the current chunk: the cursor no longer counts the slots (under mutex_).
+  void drop_cursor_locked() noexcept {
+    committed_without_chunk_ = committed_locked();
+    __atomic_store_n(&cursor_, static_cast<RawEvent*>(nullptr), __ATOMIC_RELEASE);
+    limit_ = nullptr;
+    pending_end_ = nullptr;
+    base_window_ = 0;  // no chunk: append_compact() must take its slow path
   }
   // Streaming capture: hands every chunk to `stream` with the side records that only they
   // reference (those below `keep`), leaving the buffer without a chunk (under mutex_, owner).
@@ -275,9 +295,10 @@ class ThreadBuffer {
   static constexpr size_t kMaxCarried = size_t(1) << 16;
   static constexpr size_t kMaxInitialCloses = 4096;
 
-  RawEvent* cursor_ = nullptr;
+  RawEvent* cursor_ = nullptr;  // next slot (published: see publish_cursor()); null: no chunk
   RawEvent* limit_ = nullptr;
-  std::atomic<uint64_t> committed_{0};  // slots appended so far = the next sequence number
+  uint64_t seq_bias_ = 0;  // seq_of() for the current chunk (set with it, under mutex_)
+  uint64_t committed_without_chunk_ = 0;  // committed_locked() while cursor_ is null
   // Just past the last pair slot with an empty second half: equal to cursor_ while that slot is
   // the newest (one compare on the hot path), else null or older.
   RawEvent* pending_end_ = nullptr;
