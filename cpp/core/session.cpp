@@ -18,7 +18,8 @@
 namespace framescope {
 namespace internal {
 
-__thread ThreadSlot t_slot __attribute__((tls_model("initial-exec"))) = {nullptr, 0};
+__thread ThreadSlot t_slot __attribute__((tls_model("initial-exec"))) = {
+    nullptr, 0, {nullptr, UINTPTR_MAX, 0, nullptr, 0, 0, 0}};
 std::atomic<uint64_t> g_session_epoch{0};
 
 namespace {
@@ -37,7 +38,7 @@ void note_thread_exit(const ThreadBuffer& buffer) noexcept;
 struct ThreadOwner {
   std::shared_ptr<ThreadBuffer> buffer;
   ~ThreadOwner() {
-    t_slot = {nullptr, ~uint64_t(0)};
+    t_slot.set(nullptr, ~uint64_t(0));
     if (buffer) {
       note_thread_exit(*buffer);  // the CPU sampler's last reading, on the thread itself
       buffer->owner_exiting();    // a streamed session takes the thread's chunks now
@@ -244,7 +245,7 @@ __thread int t_recording_paused = 0;
 
 void pause_thread_recording() noexcept {
   ++t_recording_paused;
-  t_slot = {nullptr, g_session_epoch.load(std::memory_order_acquire)};
+  t_slot.set(nullptr, g_session_epoch.load(std::memory_order_acquire));
 }
 
 void resume_thread_recording() noexcept {
@@ -255,7 +256,7 @@ void resume_thread_recording() noexcept {
 ThreadBuffer* attach_current_thread() noexcept {
   uint64_t epoch = g_session_epoch.load(std::memory_order_acquire);
   if (t_recording_paused != 0) {
-    t_slot = {nullptr, epoch};
+    t_slot.set(nullptr, epoch);
     return nullptr;
   }
   std::shared_ptr<Session> session;
@@ -267,7 +268,7 @@ ThreadBuffer* attach_current_thread() noexcept {
     // No session, or it changed under us: let go of a buffer of a stopped session (its events
     // were collected at stop).
     t_owner.buffer.reset();
-    t_slot = {nullptr, epoch};
+    t_slot.set(nullptr, epoch);
     return nullptr;
   }
   if (t_owner.buffer && t_owner.buffer->epoch != epoch) t_owner.buffer.reset();  // older session
@@ -278,7 +279,7 @@ ThreadBuffer* attach_current_thread() noexcept {
     auto* info =
         dynamic_cast<ProfilerStateInfo*>(ThreadLocalDebugInfo::get(DebugInfoKind::kProfilerState));
     if (!info || info->epoch != epoch) {
-      t_slot = {nullptr, epoch};
+      t_slot.set(nullptr, epoch);
       return nullptr;
     }
   }
@@ -289,7 +290,7 @@ ThreadBuffer* attach_current_thread() noexcept {
       t_owner.buffer.reset();
     }
   }
-  t_slot = {t_owner.buffer.get(), epoch};
+  t_slot.set(t_owner.buffer.get(), epoch);
   return t_owner.buffer.get();
 }
 

@@ -73,14 +73,15 @@ bool ThreadBuffer::reserve_slots_locked(size_t slots, uint64_t first_word) noexc
   if (events >= next_chunk_events_) {
     next_chunk_events_ = uint32_t(std::min<size_t>(ChunkPool::kChunkEvents, size_t(events) * 4));
   }
-  const uint64_t seq = committed_.load(std::memory_order_relaxed);  // owner only
+  const uint64_t seq = committed_locked();
   try {
     chunks_.push_back(Chunk{chunk, seq, events, first_side});
   } catch (...) {
     session_->give_back_chunk(chunk, events);
     return false;
   }
-  cursor_ = chunk;
+  seq_bias_ = seq - (reinterpret_cast<uintptr_t>(chunk) >> 4);  // seq_of(chunk) == seq
+  publish_cursor(chunk);
   limit_ = chunk + events;
   pending_end_ = nullptr;
   base_window_ = 0;  // compact events in the new chunk need a base of their own
@@ -142,7 +143,7 @@ SideRecordMarks ThreadBuffer::side_marks_from(uint64_t first_word) const noexcep
 
 void ThreadBuffer::stream_chunks_locked(StreamWriter& stream,
                                         const SideRecordMarks& keep) noexcept {
-  const uint64_t committed = committed_.load(std::memory_order_relaxed);  // owner only
+  const uint64_t committed = committed_locked();
   // Records handed to the writer are the stream's from here: no longer this session's to count.
   auto take = [this](auto& list, uint64_t& base, uint64_t below, auto& out, uint64_t& out_base) {
     out_base = base;
@@ -177,9 +178,7 @@ void ThreadBuffer::stream_chunks_locked(StreamWriter& stream,
     stream.hand_off(std::move(sc));
   }
   // The owner must not write into a chunk it handed off: the next event takes the slow path.
-  cursor_ = limit_ = nullptr;
-  pending_end_ = nullptr;
-  base_window_ = 0;
+  drop_cursor_locked();
 }
 
 void ThreadBuffer::owner_exiting() noexcept {
@@ -212,7 +211,7 @@ bool ThreadBuffer::try_charge(size_t bytes) noexcept {
 
 uint64_t ThreadBuffer::evict_exited() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t committed = committed_.load(std::memory_order_relaxed);  // the owner is gone
+  const uint64_t committed = committed_locked();  // the owner is gone
   uint64_t n = dropped_.exchange(0, std::memory_order_relaxed) + carried_events_locked();
   for (const Chunk& c : chunks_) {
     if (c.first_seq < committed) {
@@ -221,9 +220,7 @@ uint64_t ThreadBuffer::evict_exited() noexcept {
     session_->give_back_chunk(c.events, c.capacity);
   }
   chunks_.clear();
-  cursor_ = limit_ = nullptr;
-  pending_end_ = nullptr;
-  base_window_ = 0;  // no chunk: append_compact() must take its slow path
+  drop_cursor_locked();
   release_side_records_below(side_marks_from(0));
   open_begins_.clear();
   open_details_.clear();
@@ -361,16 +358,14 @@ void ThreadBuffer::carry_open_begins(const Chunk& chunk, size_t slots) noexcept 
 std::vector<RawEvent> ThreadBuffer::restart_in_fork_child(uint64_t fork_ticks,
                                                           uint64_t os_tid) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t committed = committed_.load(std::memory_order_relaxed);
+  const uint64_t committed = committed_locked();
   for (const Chunk& c : chunks_) {
     if (c.first_seq >= committed) break;
     carry_open_begins(c, size_t(std::min<uint64_t>(c.capacity, committed - c.first_seq)));
     ChunkPool::instance().release(c.events, c.capacity);
   }
   chunks_.clear();
-  cursor_ = limit_ = nullptr;
-  pending_end_ = nullptr;
-  base_window_ = 0;
+  drop_cursor_locked();
   release_side_records_below(side_marks_from(0));  // records of the parent's events
   full_ = false;
   dropped_.store(0, std::memory_order_relaxed);
@@ -418,7 +413,7 @@ uint64_t ThreadBuffer::append_memory(uint64_t ticks, const MemoryRecord& rec) no
 ThreadBuffer::Snapshot ThreadBuffer::snapshot() const {
   Snapshot s;
   std::lock_guard<std::mutex> lock(mutex_);
-  uint64_t committed = committed_.load(std::memory_order_acquire);
+  uint64_t committed = committed_locked();
   s.first_seq = chunks_.empty() ? committed : chunks_.front().first_seq;
   if (committed > s.first_seq) s.events.reserve(committed - s.first_seq);
   for (const Chunk& c : chunks_) {
@@ -472,9 +467,7 @@ void ThreadBuffer::detach(bool owner_is_caller) noexcept {
     chunks_.pop_front();
   }
   if (owner_is_caller) {
-    cursor_ = limit_ = nullptr;
-    pending_end_ = nullptr;
-    base_window_ = 0;  // no chunk: append_compact() must take its slow path
+    drop_cursor_locked();
   }
 }
 
@@ -482,9 +475,7 @@ void ThreadBuffer::release_chunks() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const Chunk& c : chunks_) ChunkPool::instance().release(c.events, c.capacity);
   chunks_.clear();
-  cursor_ = limit_ = nullptr;
-  pending_end_ = nullptr;
-  base_window_ = 0;  // no chunk: append_compact() must take its slow path
+  drop_cursor_locked();
 }
 
 uint64_t count_events(const RawEvent* slots, size_t count) noexcept {

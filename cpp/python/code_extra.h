@@ -31,7 +31,7 @@ struct CodeExtra {
 };
 
 /// The co_extra index framescope uses, -1 before init_code_extra().
-extern Py_ssize_t g_code_extra_index;
+extern FRAMESCOPE_HIDDEN Py_ssize_t g_code_extra_index;
 /// Frees a CodeExtra's eval_state (installed by the eval_frame API). May be null.
 extern void (*g_free_eval_state)(void* state);
 

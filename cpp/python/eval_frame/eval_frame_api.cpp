@@ -42,8 +42,8 @@ void thread_guard_dealloc(PyObject* self_obj) {
   // gives back the count.
   if (PyThread_get_thread_ident() == self->ident && t_eval.guard == self) {
     t_eval.guard = nullptr;
-    callback = t_hook.eval_callback;
-    t_hook.eval_callback = nullptr;
+    callback = hook_thread().eval_callback;
+    hook_thread().eval_callback = nullptr;
     Py_CLEAR(t_eval.isolation);
     release_thread_locals_cache();
   }
@@ -124,8 +124,8 @@ PyObject* set_eval_frame_py(PyObject*, PyObject* args, PyObject* kwargs) {
   const bool enable = callback != Py_None;
   ThreadGuardObject* guard = t_eval.guard;
   if (enable && !guard && !(guard = thread_guard())) return nullptr;
-  PyObject* previous = t_hook.eval_callback ? t_hook.eval_callback : Py_NewRef(Py_None);
-  t_hook.eval_callback = enable ? Py_NewRef(callback) : nullptr;
+  PyObject* previous = hook_thread().eval_callback ? hook_thread().eval_callback : Py_NewRef(Py_None);
+  hook_thread().eval_callback = enable ? Py_NewRef(callback) : nullptr;
   Py_XSETREF(t_eval.isolation, Py_XNewRef(key));
   t_eval.guard_errors_fail = fail_mode;
   ++t_eval.generation;
@@ -140,12 +140,12 @@ PyObject* set_eval_frame_py(PyObject*, PyObject* args, PyObject* kwargs) {
 }
 
 PyObject* get_eval_frame_callback_py(PyObject*, PyObject*) {
-  return Py_NewRef(t_hook.eval_callback ? t_hook.eval_callback : Py_None);
+  return Py_NewRef(hook_thread().eval_callback ? hook_thread().eval_callback : Py_None);
 }
 
 // (callback, isolation key or None, guard_errors): what use_callback() saves and restores.
 PyObject* eval_frame_setting_py(PyObject*, PyObject*) {
-  return Py_BuildValue("(OOs)", t_hook.eval_callback ? t_hook.eval_callback : Py_None,
+  return Py_BuildValue("(OOs)", hook_thread().eval_callback ? hook_thread().eval_callback : Py_None,
                        t_eval.isolation ? t_eval.isolation : Py_None,
                        t_eval.guard_errors_fail ? "fail" : "raise");
 }
@@ -283,8 +283,8 @@ PyObject* set_skip_guard_eval_unsafe_py(PyObject*, PyObject* arg) {
 // intercepting, and every code object's entries, frame_state and strategy are dropped.
 PyObject* drop_all_states_py(PyObject*, PyObject*) {
   if (ThreadGuardObject* guard = t_eval.guard) {
-    PyObject* callback = t_hook.eval_callback;
-    t_hook.eval_callback = nullptr;
+    PyObject* callback = hook_thread().eval_callback;
+    hook_thread().eval_callback = nullptr;
     Py_CLEAR(t_eval.isolation);
     ++t_eval.generation;
     if (guard->counted) {

@@ -124,7 +124,7 @@ extern Py_ssize_t g_frames_unwound;
 
 struct ThreadGuardObject;
 
-/// The eval_frame API's per-thread state besides t_hook.eval_callback. Trivially constructible:
+/// The eval_frame API's per-thread state besides hook_thread().eval_callback. Trivially constructible:
 /// initial-exec TLS read on every intercepted frame.
 struct EvalThread {
   /// Borrowed: the next unstarted frame running this code is a shadow call made by

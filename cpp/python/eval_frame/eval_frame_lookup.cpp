@@ -451,7 +451,7 @@ FRAMESCOPE_NOINLINE Outcome conclude_lookup(PyThreadState* ts, FsFrame* frame,
                            &lookup.locals, &lookup.hit);
     }
   }
-  end_lookup(t_hook, lookup);
+  end_lookup(hook_thread(), lookup);
   CacheEntryObject* hit = lookup.hit;
   if (plan == Plan::kError) return {nullptr, kFailed};
   if (plan == Plan::kRunEntry && hit->same_code) {
@@ -466,7 +466,7 @@ FRAMESCOPE_NOINLINE Outcome conclude_lookup(PyThreadState* ts, FsFrame* frame,
 // caching the frame's own code: that is kRunFrame.
 FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
                                       EvalState* st) {
-  HookThread& h = t_hook;  // one TLS access (t_hook is defined in another translation unit)
+  HookThread& h = hook_thread();  // one TLS access
   // c_stack_nearly_exhausted() starts with this test of the hook's check line; made here, the
   // common case costs no call.
   char marker;
@@ -494,7 +494,7 @@ FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeO
 // hooked call's C recursion units (3.12+) -- is done here, without run_frame()'s call and its
 // choice of the tracer's variant (frame_hook.cpp's record_or_chain()).
 FRAMESCOPE_ALWAYS_INLINE PyObject* run_fresh_frame(PyThreadState* ts, FsFrame* frame) {
-  if (FRAMESCOPE_LIKELY(!g_tracer.hook_records_frames)) {
+  if (FRAMESCOPE_LIKELY(!hook_records_frames())) {
     return eval_hooked_frame(g_previous_eval, ts, frame, 0);
   }
   return run_frame(ts, frame, 0);
@@ -508,7 +508,7 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* run_fresh_frame(PyThreadState* ts, FsFrame* f
 FRAMESCOPE_NOINLINE PyObject* run_swapped(PyThreadState* ts, FsFrame* frame, int throwflag,
                                           uint8_t action, CacheEntryObject* entry) {
   PyObject* replacement = action == kActionSkip ? nullptr : Py_False;
-  PyObject* saved = t_hook.eval_callback;  // the thread's reference: ours while the frame runs
+  PyObject* saved = hook_thread().eval_callback;  // the thread's reference: ours while the frame runs
   if (saved == replacement && (!replacement || !t_eval.isolation)) {
     return entry ? run_entry_code(ts, frame, entry, saved != nullptr)
                  : run_frame(ts, frame, throwflag);
@@ -516,12 +516,12 @@ FRAMESCOPE_NOINLINE PyObject* run_swapped(PyThreadState* ts, FsFrame* frame, int
   PyObject* saved_isolation = replacement ? t_eval.isolation : nullptr;  // moved here too
   if (replacement) t_eval.isolation = nullptr;
   const uint64_t generation = t_eval.generation;
-  t_hook.eval_callback = Py_XNewRef(replacement);
+  hook_thread().eval_callback = Py_XNewRef(replacement);
   PyObject* result = entry ? run_entry_code(ts, frame, entry, replacement != nullptr)
                            : run_frame(ts, frame, throwflag);
   if (t_eval.generation == generation) {
-    PyObject* current = t_hook.eval_callback;
-    t_hook.eval_callback = saved;
+    PyObject* current = hook_thread().eval_callback;
+    hook_thread().eval_callback = saved;
     if (replacement) t_eval.isolation = saved_isolation;
     Py_XDECREF(current);
   } else {
@@ -671,7 +671,7 @@ FRAMESCOPE_NOINLINE PyObject* finish_head_lookup(PyThreadState* ts, FsFrame* fra
 FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
                                               PyCodeObject* code, EvalState* st,
                                               CacheEntryObject* e) {
-  HookThread& h = t_hook;
+  HookThread& h = hook_thread();
   char marker;
   if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
     return intercept_and_run(ts, frame, code, st);  // checks the C stack first
@@ -731,7 +731,7 @@ FRAMESCOPE_NOINLINE PyObject* eval_with_strategy(PyThreadState* ts, FsFrame* fra
                                                  PyCodeObject* code, EvalState* st) {
   const ExecStrategy s = st->strategy;
   if (s.cur == kActionSkip ||
-      (!st->head && (s.cur == kActionRunOnly || t_hook.eval_callback == Py_False))) {
+      (!st->head && (s.cur == kActionRunOnly || hook_thread().eval_callback == Py_False))) {
     return run_under(ts, frame, 0, s.recursive, nullptr);
   }
   return intercept_and_run(ts, frame, code, st);
@@ -769,10 +769,10 @@ PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
     }
     if (CacheEntryObject* e = st->head) {
       if (FRAMESCOPE_LIKELY(head_entry_path(e))) return eval_head_entry(ts, frame, code, st, e);
-    } else if (t_hook.eval_callback == Py_False) {
+    } else if (hook_thread().eval_callback == Py_False) {
       return run_frame(ts, frame, 0);
     }
-  } else if (t_hook.eval_callback == Py_False) {
+  } else if (hook_thread().eval_callback == Py_False) {
     return run_frame(ts, frame, 0);
   }
   return intercept_and_run(ts, frame, code, st);

@@ -83,7 +83,7 @@ void watch() {
   // The callback's Python calls are framescope's own, not the program's: this thread is marked
   // as not recording in the session (the slot current_buffer() consults first). Read with the
   // GIL held: a session starting in the main thread (SIGTERM during start-up) has started.
-  internal::t_slot = {nullptr, internal::g_session_epoch.load(std::memory_order_acquire)};
+  internal::t_slot.set(nullptr, internal::g_session_epoch.load(std::memory_order_acquire));
   bool end_now = true;
   PyObject* result = PyObject_CallNoArgs(g_callback);  // new
   if (!result) {

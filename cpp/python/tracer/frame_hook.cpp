@@ -17,7 +17,6 @@
 
 namespace framescope::py {
 
-thread_local HookThread t_hook FRAMESCOPE_TLS_IE = {nullptr, UINTPTR_MAX, 0, nullptr, 0, 0, 0};
 EvalFrameFunction g_previous_eval = nullptr;
 #if !FS_PY311
 namespace {
@@ -143,6 +142,22 @@ bool below_check_line(HookThread& h, uintptr_t here) {
   return h.stack_low && here < h.stack_check_below;
 }
 
+// Where the C stack is now (compared with the thread's check line). The stack pointer read
+// directly on x86-64 and AArch64: the address of a local would make the hook allocate a stack
+// frame for it.
+FRAMESCOPE_ALWAYS_INLINE uintptr_t current_stack_address() {
+  uintptr_t sp;
+#if defined(__x86_64__)
+  asm volatile("mov %%rsp, %0" : "=r"(sp));
+#elif defined(__aarch64__)
+  asm volatile("mov %0, sp" : "=r"(sp));
+#else
+  char marker;
+  sp = reinterpret_cast<uintptr_t>(&marker);
+#endif
+  return sp;
+}
+
 // Calls the function we chain to; the real C stack is guarded by the hook's deep-stack path.
 FRAMESCOPE_ALWAYS_INLINE PyObject* chain(PyThreadState* ts, FsFrame* frame, int throwflag) {
   return eval_hooked_frame(g_previous_eval, ts, frame, throwflag);
@@ -177,6 +192,13 @@ FRAMESCOPE_ALWAYS_INLINE bool record_call(internal::ThreadBuffer* buffer, PyCode
 // at a call, kept for its return.
 FRAMESCOPE_ALWAYS_INLINE uint64_t current_buffer_epoch() { return internal::t_slot.epoch; }
 
+// A return event through append_compact()'s slow path (a new chunk or base); passes `result` on.
+FRAMESCOPE_NOINLINE PyObject* append_return_slow(internal::ThreadBuffer* buffer, uint64_t ticks,
+                                                 PyObject* result) {
+  buffer->append_compact_slow(ticks, internal::kCompactReturnBits);
+  return result;
+}
+
 // Records the return of a frame whose call went to the buffer of the session with `epoch`.
 // The buffer is read again: the session may have stopped inside this frame, and another one may
 // have started since. A frame called in one session and returning in a later one is no call of
@@ -184,9 +206,11 @@ FRAMESCOPE_ALWAYS_INLINE uint64_t current_buffer_epoch() { return internal::t_sl
 // its return must not close a slice of the later session. Compared by epoch, not by buffer
 // address: the later session's buffer for this thread is often allocated at the same address.
 // (current_buffer() has just compared the slot's epoch: the compare below reuses that load.)
+// The hook still records for that session (not switched to the fallback, not stopped): one
+// compare of hook_epoch, which names the session while the hook records and none otherwise.
 template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE void record_return(uint64_t epoch) {
-  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_exits)) {
+  if (FRAMESCOPE_LIKELY(g_tracer.hook_epoch == epoch)) {
     if (internal::ThreadBuffer* b = internal::current_buffer();
         FRAMESCOPE_LIKELY(b != nullptr && current_buffer_epoch() == epoch)) {
       const uint64_t ticks = hook_ticks<kTsc>();
@@ -270,9 +294,51 @@ FRAMESCOPE_NOINLINE PyObject* traced_eval_outermost(PyThreadState* ts, FsFrame* 
   return result;
 }
 
-// The hook's recording path. The plain variant (kMemory false) is the same code as without
-// memory profiling; the memory variant writes the thread's counted allocations before each
-// call and return it records (memory_hooks.h).
+// After a recorded frame ran: records its return and passes its result on. Out of line and
+// reached by a tail call, so that nothing it needs (the thread slot's address, the tracer's
+// state) is kept in a callee-saved register across the frame's evaluation.
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* finish_recorded_frame_general(PyObject* result, uint64_t epoch) {
+  record_return<kMemory, kTsc>(epoch);
+  return result;
+}
+
+// record_return() for the usual case (the thread slot current and the session unchanged; no
+// memory variant; no new chunk or base), whatever else leaves with a tail call, so that this
+// function saves no register either.
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* finish_recorded_frame(PyObject* result, uint64_t epoch) {
+  --hook_thread().depth;
+  if (FRAMESCOPE_UNLIKELY(g_tracer.hook_epoch != epoch)) return result;  // see record_return()
+  // As at the call (see record_or_chain()): the slot's epoch compared with hook_epoch stands
+  // for current_buffer()'s compare with g_session_epoch.
+  if (kMemory || FRAMESCOPE_UNLIKELY(internal::t_slot.epoch != epoch)) {
+    return finish_recorded_frame_general<kMemory, kTsc>(result, epoch);
+  }
+  internal::ThreadBuffer* buffer = internal::t_slot.buffer;
+  if (FRAMESCOPE_UNLIKELY(!buffer)) return result;
+  const uint64_t ticks = hook_ticks<kTsc>();
+  if (FRAMESCOPE_UNLIKELY(!buffer->append_compact_fast(ticks, internal::kCompactReturnBits))) {
+    return append_return_slow(buffer, ticks, result);
+  }
+  return result;
+}
+
+// Runs a frame whose call was just recorded (with the session its buffer belongs to in the
+// thread slot) and records its return.
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_ALWAYS_INLINE PyObject* run_recorded_frame(PyThreadState* ts, FsFrame* frame,
+                                                      int throwflag, HookThread& h) {
+  const uint64_t epoch = current_buffer_epoch();
+  ++h.depth;
+  PyObject* result = chain(ts, frame, throwflag);
+  return finish_recorded_frame<kMemory, kTsc>(result, epoch);
+}
+
+// The hook's general recording path: every case (a code's first call in the session, left-out
+// code, labelled and generator calls, work pending on 3.13). The plain variant (kMemory false)
+// is the same code as without memory profiling; the memory variant writes the thread's counted
+// allocations before each call and return it records (memory_hooks.h).
 template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                HookThread& h) {
@@ -299,23 +365,84 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* traced_eval(PyThreadState* ts, FsFrame* frame
   if (FRAMESCOPE_UNLIKELY(!recorded)) {
     return chain(ts, frame, throwflag);
   }
-  const uint64_t epoch = current_buffer_epoch();
-  ++h.depth;
-  PyObject* result = chain(ts, frame, throwflag);
-  --h.depth;
-  record_return<kMemory, kTsc>(epoch);
-  return result;
+  return run_recorded_frame<kMemory, kTsc>(ts, frame, throwflag, h);
+}
+
+// Out of line: the frame is not the usual case (see record_or_chain()), or the hook records
+// nothing right now (hook_epoch names no session: another backend, the eval_frame API alone).
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* record_or_chain_general(PyThreadState* ts, FsFrame* frame,
+                                                      int throwflag, HookThread& h) {
+  if (!hook_records_frames()) return chain(ts, frame, throwflag);
+  return traced_eval<kMemory, kTsc>(ts, frame, throwflag, h);
+}
+
+// The usual case whose call event needs append_compact()'s slow path (a new chunk, a new base).
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* record_or_chain_slow_append(PyThreadState* ts, FsFrame* frame,
+                                                          int throwflag, HookThread& h,
+                                                          internal::ThreadBuffer* buffer,
+                                                          uint64_t ticks, uint64_t bits) {
+  buffer->append_compact_slow(ticks, bits);
+  return run_recorded_frame<kMemory, kTsc>(ts, frame, throwflag, h);
 }
 
 // The frame as the interpreter would run it without the eval_frame API: recorded when the
 // tracer records, then chained (run_frame() and dispatch_frame() share it).
+//
+// The usual case is decided first, by one compare: the code has a compact index in the session
+// the hook records for. compact_epoch names a session only when the code has compact bits, no
+// slow path and is registered in it, and hook_epoch names none while the hook records nothing,
+// so this compare also stands for "the hook records" (no separate test of a flag at each call).
+// The thread slot is then compared with hook_epoch too, where current_buffer() compares it with
+// g_session_epoch: the two are the same session while the hook records, unless the core session
+// was stopped on its own (not through tracer_stop()). Then the slot still holds that session's
+// buffer, which stays alive with its newest chunk while its thread owns it (t_owner): the events
+// go where nothing reads them any more, as they would have been dropped. (A thread new to the
+// session, paused or invalidated has another epoch in its slot and takes the general path.)
+//
+// Until the call's event is written, every unusual case leaves for an out-of-line path with a
+// tail call and never comes back: a call that returns here would make the compiler keep the
+// frame, the throwflag and the extra in callee-saved registers, which every traced call would
+// then save and restore. So what stays live across the frame's evaluation is only what the
+// return needs: the thread slot, the epoch and (3.12+) `ts`.
 template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                    HookThread& h) {
-  if (FRAMESCOPE_LIKELY(g_tracer.hook_records_frames)) {
-    return traced_eval<kMemory, kTsc>(ts, frame, throwflag, h);
+  const CodeExtra* extra = find_code_extra(frame_code(frame));
+  const uint64_t hook_epoch = g_tracer.hook_epoch;
+  if (FRAMESCOPE_UNLIKELY(!extra || extra->compact_epoch != hook_epoch) ||
+      FRAMESCOPE_UNLIKELY(internal::t_slot.epoch != hook_epoch)) {
+    return record_or_chain_general<kMemory, kTsc>(ts, frame, throwflag, h);
   }
-  return chain(ts, frame, throwflag);
+  internal::ThreadBuffer* buffer = internal::t_slot.buffer;
+  if (FRAMESCOPE_UNLIKELY(!buffer)) return chain(ts, frame, throwflag);  // not recording here
+  if (FRAMESCOPE_UNLIKELY(h.depth == 0)) {
+    return traced_eval_outermost<kMemory, kTsc>(ts, frame, throwflag, h, buffer);
+  }
+  if (frame_start_fails_recursion_check(ts)) {
+    return chain(ts, frame, throwflag);  // never runs: not a call of the trace
+  }
+#if FS_PY313
+  // Pending work may run any Python code: the general path runs it, then decides again.
+  if (FRAMESCOPE_UNLIKELY(thread_has_pending_work(ts))) {
+    return record_or_chain_general<kMemory, kTsc>(ts, frame, throwflag, h);
+  }
+#endif
+#if FS_PY312
+  // The general path first records the end of the frame that just left the stack.
+  if (FRAMESCOPE_UNLIKELY(thread_runs_no_python_frame(ts))) {
+    return record_or_chain_general<kMemory, kTsc>(ts, frame, throwflag, h);
+  }
+#endif
+  const uint64_t ticks = hook_ticks<kTsc>();
+  if (kMemory) flush_allocations(buffer, ticks);
+  const uint64_t bits = extra->compact_call_bits;
+  if (FRAMESCOPE_UNLIKELY(!buffer->append_compact_fast(ticks, bits))) {
+    return record_or_chain_slow_append<kMemory, kTsc>(ts, frame, throwflag, h, buffer, ticks,
+                                                      bits);
+  }
+  return run_recorded_frame<kMemory, kTsc>(ts, frame, throwflag, h);
 }
 
 // What the hook does with a frame once the stack has room: the eval_frame API's interception,
@@ -338,11 +465,11 @@ struct SegmentCall {
 // dispatch_frame() in the variant the hook runs as (off the hot path: stack segments).
 PyObject* dispatch_variant(PyThreadState* ts, FsFrame* frame, int throwflag) {
   if (internal::g_use_tsc) {
-    return g_memory_tracking ? dispatch_frame<true, true>(ts, frame, throwflag, t_hook)
-                             : dispatch_frame<false, true>(ts, frame, throwflag, t_hook);
+    return g_memory_tracking ? dispatch_frame<true, true>(ts, frame, throwflag, hook_thread())
+                             : dispatch_frame<false, true>(ts, frame, throwflag, hook_thread());
   }
-  return g_memory_tracking ? dispatch_frame<true, false>(ts, frame, throwflag, t_hook)
-                           : dispatch_frame<false, false>(ts, frame, throwflag, t_hook);
+  return g_memory_tracking ? dispatch_frame<true, false>(ts, frame, throwflag, hook_thread())
+                           : dispatch_frame<false, false>(ts, frame, throwflag, hook_thread());
 }
 
 void run_segment_call(void* p) {
@@ -374,7 +501,7 @@ PyObject* eval_on_segment(PyThreadState* ts, FsFrame* frame, int throwflag, Hook
 // frame, false when the caller should run it here as usual.
 FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int throwflag,
                                          uintptr_t here, PyObject** result) {
-  HookThread& h = t_hook;
+  HookThread& h = hook_thread();
   if (!below_check_line(h, here)) return false;
   const uint64_t remaining = here - h.stack_low;
   if (segments_usable()) {
@@ -388,7 +515,7 @@ FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int 
       return true;
     }
   }
-  if (kTracerSwitchesOnDeepStacks && remaining > kHardReserve && g_tracer.hook_records_frames &&
+  if (kTracerSwitchesOnDeepStacks && remaining > kHardReserve && hook_records_frames() &&
       tracer_switch_to_fallback("deep recursion beyond the stack segment budget")) {
     return false;
   }
@@ -399,15 +526,23 @@ FRAMESCOPE_NOINLINE bool deep_stack_eval(PyThreadState* ts, FsFrame* frame, int 
   return true;
 }
 
+// The hook for a frame that starts below the thread's check line (or a thread's first frame):
+// deep_stack_eval(), then the usual dispatch. Out of line and reached by a tail call (see
+// record_or_chain() for why nothing on the hot path calls out and comes back).
+template <bool kMemory, bool kTsc>
+FRAMESCOPE_NOINLINE PyObject* framescope_eval_deep_frame(PyThreadState* ts, FsFrame* frame,
+                                                         int throwflag, uintptr_t here) {
+  PyObject* result;
+  if (deep_stack_eval(ts, frame, throwflag, here, &result)) return result;
+  return dispatch_frame<kMemory, kTsc>(ts, frame, throwflag, hook_thread());
+}
+
 template <bool kMemory, bool kTsc>
 PyObject* framescope_eval_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
-  HookThread& h = t_hook;
-  char marker;
-  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {
-    PyObject* result;
-    if (deep_stack_eval(ts, frame, throwflag, reinterpret_cast<uintptr_t>(&marker), &result)) {
-      return result;
-    }
+  HookThread& h = hook_thread();
+  const uintptr_t here = current_stack_address();
+  if (FRAMESCOPE_UNLIKELY(here < h.stack_check_below)) {
+    return framescope_eval_deep_frame<kMemory, kTsc>(ts, frame, throwflag, here);
   }
   return dispatch_frame<kMemory, kTsc>(ts, frame, throwflag, h);
 }
@@ -428,15 +563,15 @@ void record_anchor(PyThreadState* ts, HookThread& h, internal::ThreadBuffer* buf
 }
 
 void anchor_outermost_range() {
-  HookThread& h = t_hook;
-  if (h.depth != 0 || !g_tracer.hook_records_frames) return;
+  HookThread& h = hook_thread();
+  if (h.depth != 0 || !hook_records_frames()) return;
   if (internal::ThreadBuffer* buffer = internal::current_buffer()) {
     record_anchor(PyThreadState_Get(), h, buffer, now_ticks());
   }
 }
 
 bool c_stack_nearly_exhausted() {
-  HookThread& h = t_hook;
+  HookThread& h = hook_thread();
   char marker;
   uintptr_t here = reinterpret_cast<uintptr_t>(&marker);
   if (FRAMESCOPE_LIKELY(here >= h.stack_check_below)) return false;
@@ -444,12 +579,15 @@ bool c_stack_nearly_exhausted() {
 }
 
 PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  // The eval_frame API runs frames with or without a tracing session: without one, chained at
+  // once (record_or_chain() would look the code up first).
+  if (!hook_records_frames()) return chain(ts, frame, throwflag);
   if (internal::g_use_tsc) {
-    return g_memory_tracking ? record_or_chain<true, true>(ts, frame, throwflag, t_hook)
-                             : record_or_chain<false, true>(ts, frame, throwflag, t_hook);
+    return g_memory_tracking ? record_or_chain<true, true>(ts, frame, throwflag, hook_thread())
+                             : record_or_chain<false, true>(ts, frame, throwflag, hook_thread());
   }
-  return g_memory_tracking ? record_or_chain<true, false>(ts, frame, throwflag, t_hook)
-                           : record_or_chain<false, false>(ts, frame, throwflag, t_hook);
+  return g_memory_tracking ? record_or_chain<true, false>(ts, frame, throwflag, hook_thread())
+                           : record_or_chain<false, false>(ts, frame, throwflag, hook_thread());
 }
 
 PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {
@@ -461,7 +599,7 @@ PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why) {
 }
 
 void prepare_hook_thread() {
-  if (t_hook.stack_check_below == UINTPTR_MAX) learn_stack(t_hook);
+  if (hook_thread().stack_check_below == UINTPTR_MAX) learn_stack(hook_thread());
 }
 
 void hook_acquire(HookUser user) {

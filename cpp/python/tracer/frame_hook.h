@@ -20,24 +20,12 @@ enum HookUser : unsigned {
   kHookUserStackGuard = 1u << 2,
 };
 
-/// Per-thread state read by the hook on every frame. Trivially constructible so that it lives
-/// in static (initial-exec) TLS: one load, no __tls_get_addr call.
-struct HookThread {
-  /// eval_frame API callback of this thread (strong ref, owned by the eval_frame API):
-  /// null = None, Py_False = run-only, else a callable.
-  PyObject* eval_callback;
-  /// Below this stack address the hook takes its slow path. Starts at the top of the address
-  /// space, so a thread's first frame takes it and learns the real bounds.
-  uintptr_t stack_check_below;
-  uintptr_t stack_low;      ///< lowest usable address of this thread's stack (0: unknown)
-  const void* last_anchor;  ///< tracer: pre-existing frame of the last depth-0 call
-  uint64_t anchor_epoch;    ///< tracer: session in which last_anchor was recorded
-  int depth;                ///< tracer: hook frames open on this thread
-  /// Stack segments (cpp/core/stack_segments.h) this thread runs on now, 0 on its own stack.
-  /// The stack_* fields above describe the segment in use.
-  unsigned stack_segment_level;
-};
-extern thread_local HookThread t_hook FRAMESCOPE_TLS_IE;
+/// Per-thread state read by the hook on every frame (fields: framescope/internal/thread_buffer.h).
+/// It is part of the core's thread slot, so that the hook reaches it and the thread's buffer
+/// through one TLS block.
+using HookThread = internal::HookThreadState;
+/// The calling thread's hook state: a plain initial-exec TLS access, no __tls_get_addr call.
+FRAMESCOPE_ALWAYS_INLINE HookThread& hook_thread() noexcept { return internal::t_slot.hook; }
 
 /// Holds the hook for `user`, installing it (chained to the current function) on first use.
 /// Needs the GIL. Never fails.

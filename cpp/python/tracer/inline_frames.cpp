@@ -64,7 +64,7 @@ bool is_init_name(PyObject* name);
 
 int on_type_dict_event(PyDict_WatchEvent event, PyObject*, PyObject* key, PyObject* new_value) {
   if (!g_active || (event != PyDict_EVENT_ADDED && event != PyDict_EVENT_MODIFIED) || !key ||
-      !new_value || (key != init_name() && !is_init_name(key)) || !PyFunction_Check(new_value)) {
+      !new_value || !is_init_name(key) || !PyFunction_Check(new_value)) {
     return 0;
   }
   auto* code = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(new_value));
@@ -100,7 +100,12 @@ bool watch_type_tree(PyTypeObject* type, int depth) {
 }
 
 bool is_init_name(PyObject* name) {
-  return PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__init__") == 0;
+  // Code names are interned, so a pointer compare with the interned "__init__" decides for
+  // them; the string compare is for the rare one that is not. (The function watcher asks this
+  // for every function made during the session, __init__ or not.)
+  if (name == init_name()) return true;
+  if (!PyUnicode_Check(name) || PyUnicode_CHECK_INTERNED(name)) return false;
+  return PyUnicode_CompareWithASCIIString(name, "__init__") == 0;
 }
 
 // Function watcher: every function made during the session (a class statement's methods, a
@@ -115,7 +120,7 @@ int on_function_event(PyFunction_WatchEvent event, PyFunctionObject* func, PyObj
                                                          : nullptr;
   if (!g_active || !code || !PyCode_Check(code)) return 0;
   auto* c = reinterpret_cast<PyCodeObject*>(code);
-  if (c->co_name != init_name() && !is_init_name(c->co_name)) return 0;
+  if (!is_init_name(c->co_name)) return 0;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   watch(c);
@@ -156,8 +161,7 @@ void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame) {
   // function may be the __init__ of a class a site inlines for (a class made during the
   // session that shares it). Only these: every watched code pays two callbacks per call.
   PyObject* self = frame->localsplus[0];
-  const bool named_init = (code->co_name == init_name() || is_init_name(code->co_name)) &&
-                          can_be_inlined(code);
+  const bool named_init = is_init_name(code->co_name) && can_be_inlined(code);
   if (!named_init &&
       (!self || PyCell_Check(self) || inlinable_init_code(Py_TYPE(self)) != code)) {
     return;
@@ -171,7 +175,7 @@ void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame) {
 void inline_frame_started(PyCodeObject* code, FsFrame* frame) {
   if (!g_active || !frame_entered_inline(frame)) return;
   internal::ThreadBuffer* buffer = internal::current_buffer();
-  if (!buffer || !g_tracer.hook_records_frames) return;
+  if (!buffer || !hook_records_frames()) return;
   const uint64_t ticks = now_ticks();
   const uint64_t key = frame_key(code, frame);
   if (!key) return;

@@ -338,8 +338,7 @@ bool tracer_start(const TracerOptions& options, PyObject* native_ids,
       return false;
     }
     g_session->fallback_running = g_session->fallback_running || options.c_calls;
-    g_tracer.hook_records_frames = true;
-    g_tracer.hook_records_exits = true;
+    g_tracer.hook_epoch = epoch;
     hook_acquire(kHookUserTracer);
   } else if (options.backend != TracerBackend::kNone) {
     if (!fallback_start(true, options.c_calls)) {
@@ -358,7 +357,7 @@ bool tracer_start(const TracerOptions& options, PyObject* native_ids,
 }
 
 bool tracer_switch_to_fallback(const char* reason) {
-  if (!g_session || !g_tracer.hook_records_frames) return false;
+  if (!g_session || !hook_records_frames()) return false;
   if (hook_users() != kHookUserTracer) return false;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
@@ -367,8 +366,7 @@ bool tracer_switch_to_fallback(const char* reason) {
   PyErr_Restore(type, value, tb);
   if (!ok) return false;
   g_session->fallback_running = true;
-  g_tracer.hook_records_frames = false;
-  g_tracer.hook_records_exits = false;
+  g_tracer.hook_epoch = kNoHookEpoch;
   g_tracer.switched_to_fallback = true;
   hook_detach_for_tracer();
   g_tracer.backend = fallback_backend();
@@ -381,15 +379,14 @@ bool tracer_switch_to_fallback(const char* reason) {
 
 void tracer_stop() {
   if (!g_session) return;
-  if (g_tracer.hook_records_frames && (hook_users() & kHookUserTracer) && !hook_is_current()) {
+  if (hook_records_frames() && (hook_users() & kHookUserTracer) && !hook_is_current()) {
     // Another tool set its own PEP 523 function during the session and did not chain to ours:
     // Python calls from then on were not seen. Its hook stays (hook_release leaves it alone).
     internal::add_session_warning(
         "framescope: another tool replaced the PEP 523 frame hook during the session; Python "
         "calls after that were not recorded (use backend='fallback' to profile alongside it)");
   }
-  g_tracer.hook_records_frames = false;
-  g_tracer.hook_records_exits = false;
+  g_tracer.hook_epoch = kNoHookEpoch;
   initial_frames_stop();
   inline_frames_stop();
   if (g_session->fallback_running) {

@@ -15,16 +15,26 @@
 namespace framescope::py {
 
 /// Tracer state read by the hook. Written only with the GIL held.
+/// hook_epoch while the frame hook records nothing: names no session, and no CodeExtra's
+/// compact_epoch (kNoCompactEpoch or a session's epoch) ever equals it.
+constexpr uint64_t kNoHookEpoch = ~uint64_t(0);
+
 struct TracerState {
-  bool hook_records_frames = false;  ///< the hook records enter events
-  bool hook_records_exits = false;   ///< the hook records exit events (false after a switch)
-  uint64_t epoch = 0;                ///< session epoch codes are registered for
+  /// The session the frame hook records calls and returns for (== epoch), or kNoHookEpoch
+  /// (another backend, switched to the fallback, stopped). One value rather than a flag, so
+  /// that the hook's one compare of a code's compact_epoch against it also says the hook
+  /// records at all (frame_hook.cpp).
+  uint64_t hook_epoch = kNoHookEpoch;
+  uint64_t epoch = 0;  ///< session epoch codes are registered for
   TracerBackend backend = TracerBackend::kNone;
   /// The session moved from the frame hook to the fallback (tracer_switch_to_fallback): frames
   /// the hook recorded end through the fallback.
   bool switched_to_fallback = false;
 };
-extern TracerState g_tracer;
+extern FRAMESCOPE_HIDDEN TracerState g_tracer;
+
+/// True while the frame hook records calls and returns (the frame-hook backend, not switched).
+FRAMESCOPE_ALWAYS_INLINE bool hook_records_frames() { return g_tracer.hook_epoch != kNoHookEpoch; }
 
 /// CodeExtra::traced_epoch of a code object whose frames this session does not record
 /// (code_filter.h): the session's epoch with this bit, so that registered_fast_code() fails for

@@ -14,6 +14,8 @@
 #include "framescope/macros.h"
 #include "framescope/range_input.h"
 
+struct _object;  // CPython's PyObject, for HookThreadState (the core does not include Python.h)
+
 namespace framescope::internal {
 
 /// Indices of the first side record (detail, string, memory) that events from some point on can
@@ -54,8 +56,8 @@ class Session;
 class StreamWriter;
 
 /// Events of one thread in one session. The owning thread appends without locks: it writes the
-/// event, then publishes the new count with a release store, so a reader (the session at stop)
-/// that acquires `committed_` sees whole events only. Everything else (new chunks, side records)
+/// event, then publishes the cursor past it with a release store, so a reader (the session at
+/// stop) that acquires the cursor sees whole events only. Everything else (new chunks, side records)
 /// happens under `mutex_`, which the reader also takes.
 class ThreadBuffer {
  public:
@@ -73,9 +75,17 @@ class ThreadBuffer {
   /// Appends one compact event (see raw_event.h): `bits` is compact_call_bits(index) or
   /// kCompactReturnBits. Compact events have no sequence number. Owner thread only.
   FRAMESCOPE_ALWAYS_INLINE void append_compact(uint64_t ticks, uint64_t bits) noexcept {
+    if (FRAMESCOPE_UNLIKELY(!append_compact_fast(ticks, bits))) append_compact_slow(ticks, bits);
+  }
+
+  /// append_compact() without its slow path: false, writing nothing, when the event needs it
+  /// (a new chunk, or a base for the delta); the caller then calls append_compact_slow(). For a
+  /// hot path that must not call out and come back (each such call keeps its live values in
+  /// callee-saved registers, which every call then saves and restores). Owner thread only.
+  FRAMESCOPE_ALWAYS_INLINE bool append_compact_fast(uint64_t ticks, uint64_t bits) noexcept {
     const uint64_t delta = ticks - base_ticks_;
     // base_window_ is 0 until the current chunk has a base: the slow path writes one.
-    if (FRAMESCOPE_UNLIKELY(delta >= base_window_)) return append_compact_slow(ticks, bits);
+    if (FRAMESCOPE_UNLIKELY(delta >= base_window_)) return false;
     // The open pair slot takes the event as its second half only while it is still the newest
     // slot: any event written since (an ordinary one, padding) closed it, keeping the order.
     // Checked here rather than by a store in append(), which C++ ranges use. (cursor_ is never
@@ -86,11 +96,15 @@ class ThreadBuffer {
       // store; it sees the event or the empty half.
       __atomic_store_n(&cursor[-1].ticks, bits | delta, __ATOMIC_RELAXED);
       pending_end_ = nullptr;
-      return;
+      return true;
     }
-    if (FRAMESCOPE_UNLIKELY(cursor == limit_)) return append_compact_slow(ticks, bits);
+    if (FRAMESCOPE_UNLIKELY(cursor == limit_)) return false;
     open_pair(cursor, bits | delta);
+    return true;
   }
+
+  /// The slow path of append_compact(). Owner thread only.
+  FRAMESCOPE_NOINLINE void append_compact_slow(uint64_t ticks, uint64_t bits) noexcept;
 
   // ---- slow path, owner thread only ----
   // Side records are not kept once the buffer stopped recording (limit reached with the stop
@@ -194,31 +208,50 @@ class ThreadBuffer {
 
  private:
   FRAMESCOPE_NOINLINE uint64_t append_slow(uint64_t ticks, uint64_t word) noexcept;
-  FRAMESCOPE_NOINLINE void append_compact_slow(uint64_t ticks, uint64_t bits) noexcept;
   // Makes room for `slots` more events, starting a new chunk if needed (under mutex_, owner).
   // False when the memory limit (or detach) stops recording; the caller counts the drop.
   bool reserve_slots_locked(size_t slots, uint64_t first_word) noexcept;
   // Writes one slot at the cursor (which must have room) and publishes it; returns its seq.
   FRAMESCOPE_ALWAYS_INLINE uint64_t write_slot(uint64_t ticks, uint64_t word) noexcept {
-    cursor_->ticks = ticks;
-    cursor_->word = word;
-    ++cursor_;
-    // Only the owner writes committed_, so its own relaxed load is exact: the count doubles as
-    // the next sequence number (one load and one store per event).
-    const uint64_t seq = committed_.load(std::memory_order_relaxed);
-    committed_.store(seq + 1, std::memory_order_release);
-    return seq;
+    RawEvent* const cursor = cursor_;
+    cursor->ticks = ticks;
+    cursor->word = word;
+    publish_cursor(cursor + 1);
+    return seq_of(cursor);
   }
   // Starts a pair slot with compact event `first` (its second half empty) at `cursor` (the
-  // cursor, which has room). write_slot() spelled out on the cursor already loaded: its store to
-  // committed_ (atomic) would otherwise make the compiler load the cursor again.
+  // cursor, which has room).
   FRAMESCOPE_ALWAYS_INLINE void open_pair(RawEvent* cursor, uint64_t first) noexcept {
     cursor->ticks = 0;
     cursor->word = first;
-    cursor_ = cursor + 1;
     pending_end_ = cursor + 1;
-    const uint64_t seq = committed_.load(std::memory_order_relaxed);
-    committed_.store(seq + 1, std::memory_order_release);
+    publish_cursor(cursor + 1);
+  }
+  // The cursor is the publication: a reader (under mutex_, which every change of chunk takes)
+  // acquires it and then sees every slot before it whole. Only the owner moves it, so the
+  // owner's own plain reads of it are exact. (A separate count published at each event cost
+  // three instructions more per traced call: its load, add and store.)
+  FRAMESCOPE_ALWAYS_INLINE void publish_cursor(RawEvent* cursor) noexcept {
+    __atomic_store_n(&cursor_, cursor, __ATOMIC_RELEASE);
+  }
+  // The sequence number of the slot at `slot` in the current chunk. Slots are 16 bytes, so the
+  // address shifted by 4 counts slots whatever the chunk's alignment; seq_bias_ maps it to seq.
+  FRAMESCOPE_ALWAYS_INLINE uint64_t seq_of(const RawEvent* slot) const noexcept {
+    static_assert(sizeof(RawEvent) == 16, "seq_of() counts 16-byte slots");
+    return seq_bias_ + (reinterpret_cast<uintptr_t>(slot) >> 4);
+  }
+  // Slots appended so far (the next sequence number): under mutex_, or by the owner.
+  uint64_t committed_locked() const noexcept {
+    const RawEvent* cursor = __atomic_load_n(&cursor_, __ATOMIC_ACQUIRE);
+    return cursor ? seq_of(cursor) : committed_without_chunk_;
+  }
+  // Lets go of the current chunk: the cursor no longer counts the slots (under mutex_).
+  void drop_cursor_locked() noexcept {
+    committed_without_chunk_ = committed_locked();
+    __atomic_store_n(&cursor_, static_cast<RawEvent*>(nullptr), __ATOMIC_RELEASE);
+    limit_ = nullptr;
+    pending_end_ = nullptr;
+    base_window_ = 0;  // no chunk: append_compact() must take its slow path
   }
   // Streaming capture: hands every chunk to `stream` with the side records that only they
   // reference (those below `keep`), leaving the buffer without a chunk (under mutex_, owner).
@@ -262,9 +295,10 @@ class ThreadBuffer {
   static constexpr size_t kMaxCarried = size_t(1) << 16;
   static constexpr size_t kMaxInitialCloses = 4096;
 
-  RawEvent* cursor_ = nullptr;
+  RawEvent* cursor_ = nullptr;  // next slot (published: see publish_cursor()); null: no chunk
   RawEvent* limit_ = nullptr;
-  std::atomic<uint64_t> committed_{0};  // slots appended so far = the next sequence number
+  uint64_t seq_bias_ = 0;  // seq_of() for the current chunk (set with it, under mutex_)
+  uint64_t committed_without_chunk_ = 0;  // committed_locked() while cursor_ is null
   // Just past the last pair slot with an empty second half: equal to cursor_ while that slot is
   // the newest (one compare on the hot path), else null or older.
   RawEvent* pending_end_ = nullptr;
@@ -294,6 +328,28 @@ class ThreadBuffer {
   uint64_t carried_floor_ticks_ = 0;       // carried events start no earlier (set at fork)
 };
 
+/// Per-thread state of the Python layer's PEP 523 frame hook (cpp/python/tracer/frame_hook.h;
+/// the core itself never reads it). It lives in the thread's slot below, not in a TLS object of
+/// its own, so that the hook's hot path reaches the thread's buffer and its own state through
+/// one initial-exec TLS block: one GOT load and one base register where two cost a GOT load,
+/// a callee-saved register and its save and restore each (docs/performance.md). Plain data;
+/// fields are owned and documented by the hook.
+struct HookThreadState {
+  /// eval_frame API callback of this thread (strong ref, owned by the eval_frame API): null =
+  /// None, Py_False = run-only, else a callable. `_object` is CPython's PyObject.
+  ::_object* eval_callback;
+  /// Below this stack address the hook takes its slow path. Starts at the top of the address
+  /// space, so a thread's first frame takes it and learns the real bounds.
+  uintptr_t stack_check_below;
+  uintptr_t stack_low;      ///< lowest usable address of this thread's stack (0: unknown)
+  const void* last_anchor;  ///< tracer: pre-existing frame of the last depth-0 call
+  uint64_t anchor_epoch;    ///< tracer: session in which last_anchor was recorded
+  int depth;                ///< tracer: hook frames open on this thread
+  /// Stack segments (cpp/core/stack_segments.h) this thread runs on now, 0 on its own stack.
+  /// The stack_* fields above describe the segment in use.
+  unsigned stack_segment_level;
+};
+
 /// The hot-path view of the calling thread: trivially constructible so that reading it is a
 /// plain TLS load. `epoch` says which session `buffer` belongs to. Declared `__thread` rather
 /// than `thread_local`: an `extern thread_local` makes every use in another translation unit
@@ -302,10 +358,18 @@ class ThreadBuffer {
 /// Initial-exec TLS model: the slot is reached at a fixed offset from %fs, even when the core is
 /// linked into a dlopen()ed Python extension, where the default (general-dynamic) model calls
 /// __tls_get_addr on every access -- twice per traced Python call. glibc keeps static TLS room
-/// for such objects in dlopen()ed libraries; 16 bytes is far below that reserve.
+/// for such objects in dlopen()ed libraries; 72 bytes is far below that reserve.
 struct ThreadSlot {
   ThreadBuffer* buffer;
   uint64_t epoch;
+  HookThreadState hook;
+  /// Sets the buffer and its session's epoch, leaving `hook` alone. (Assigning the whole slot
+  /// is deleted: a `{buffer, epoch}` initializer would zero the hook's state.)
+  void set(ThreadBuffer* b, uint64_t e) noexcept {
+    buffer = b;
+    epoch = e;
+  }
+  ThreadSlot& operator=(const ThreadSlot&) = delete;
 };
 extern __thread ThreadSlot t_slot __attribute__((tls_model("initial-exec")));
 /// Epoch of the recording session, 0 when none records.
@@ -315,10 +379,15 @@ extern std::atomic<uint64_t> g_session_epoch;
 /// must not record). Returns null when this thread does not record.
 ThreadBuffer* attach_current_thread() noexcept;
 
+/// True when the thread slot is up to date: `t_slot.buffer` is then what current_buffer()
+/// returns (null: this thread does not record), without the slow path.
+FRAMESCOPE_ALWAYS_INLINE bool thread_slot_is_current() noexcept {
+  return t_slot.epoch == g_session_epoch.load(std::memory_order_relaxed);
+}
+
 /// The calling thread's buffer in the recording session, or null when it does not record.
 FRAMESCOPE_ALWAYS_INLINE ThreadBuffer* current_buffer() noexcept {
-  uint64_t epoch = g_session_epoch.load(std::memory_order_relaxed);
-  if (FRAMESCOPE_LIKELY(t_slot.epoch == epoch)) return t_slot.buffer;
+  if (FRAMESCOPE_LIKELY(thread_slot_is_current())) return t_slot.buffer;
   return attach_current_thread();
 }
 
