@@ -15,7 +15,8 @@ framescope in it) that prints its loop rate every 20 ms of CPU time:
   before the attach, in the same process (within 2%). After/before is the ratio of the phases'
   medians of the target's rate divided by a control's at the same moment (the same program,
   plain python, never attached; its interval that ended nearest in time), which takes the
-  second-to-second changes of the machine's load out. Rates are loops per second of the loop thread's CPU time
+  second-to-second changes of the machine's load out; the same figure for the `framescope run`
+  companion, which nothing attaches to, shows how far the machine's noise alone moves it. Rates are loops per second of the loop thread's CPU time
   (time.thread_time), the medians of the 20 ms CPU intervals of each phase: on a loaded
   machine the wall-clock rate measures the other processes, not the program.
 
@@ -180,6 +181,10 @@ def attach_run(phase: float, workdir: str) -> dict[str, float]:
         result["run_during"] = run_rates.between(window_start, window_end)
         for name in ("before", "after"):
             result[f"paired_{name}"] = paired_ratio(rates, control_rates, *phases[name])
+            # The same for the `framescope run` companion, which nothing attaches to: its
+            # after/before is 1 but for the noise of the machine (the null figure).
+            result[f"null_paired_{name}"] = paired_ratio(run_rates, control_rates,
+                                                         *phases[name])
         # Latency and detach from one more attach with the companions stopped (they would
         # compete with the attach command and the target for the CPUs); framescope is imported
         # in the target by then.
@@ -277,6 +282,7 @@ def main() -> None:
             run = attach_run(args.phase, workdir)
             run["during_vs_run"] = run["target_during"] / run["run_during"]
             run["after_vs_before"] = run["paired_after"] / run["paired_before"]
+            run["null_after_vs_before"] = run["null_paired_after"] / run["null_paired_before"]
             run["after_vs_before_phase_medians"] = (
                 (run["target_after"] / run["control_after"])
                 / (run["target_before"] / run["control_before"]))
@@ -299,6 +305,7 @@ def main() -> None:
         "during_vs_run": median("during_vs_run"),
         "after_vs_before": median("after_vs_before"),
         "after_vs_before_phase_medians": median("after_vs_before_phase_medians"),
+        "null_after_vs_before": median("null_after_vs_before"),
         "after_vs_before_uncorrected": statistics.median(
             r["target_after"] / r["target_before"] for r in runs),
     }
@@ -319,7 +326,9 @@ def main() -> None:
           f"{figures['after_vs_before']:.3f}   (target 0.98-1.02; against the control "
           f"moment by moment; phase medians {figures['after_vs_before_phase_medians']:.3f}, "
           f"uncorrected {figures['after_vs_before_uncorrected']:.3f})")
-    print("  runs: " + ", ".join(f"{r['after_vs_before']:.3f}" for r in runs))
+    print("  runs: " + ", ".join(f"{r['after_vs_before']:.3f}" for r in runs)
+          + "; the same figure for the `framescope run` companion, never attached (noise): "
+          + ", ".join(f"{r['null_after_vs_before']:.3f}" for r in runs))
     write_results(RESULTS, {
         "machine": machine_info(),
         "load_average_before": load_before,
