@@ -2,6 +2,7 @@
 """bench/attach.py: what ``framescope attach`` costs a running program, and how fast it is.
 
     python bench/attach.py [--phase S] [--repeat N]
+    python bench/attach.py --latency N      # the latency only, N attaches to the target alone
 
 In one run, on one program (a loop of small Python calls, run by the base interpreter: no
 framescope in it) that prints its loop rate every 20 ms of CPU time:
@@ -270,11 +271,46 @@ def watch_release(pid: int, baseline: int, stop: threading.Event,
             above = False
         time.sleep(0.001)
 
+def latency_only(count: int) -> None:
+    """``--latency N``: the target alone (no companions), attached N times in a row for 0.5 s
+    each, the first attach importing framescope there: each latency and its parts, with the
+    load average at the time. Writes bench/results/attach_latency.json."""
+    attaches = []
+    with tempfile.TemporaryDirectory() as workdir:
+        script = os.path.join(workdir, "loop.py")
+        Path(script).write_text(PROGRAM)
+        target, _ = start([base_python(), script, "600"])
+        try:
+            baseline = task_count(target.pid)
+            time.sleep(1.0)
+            for i in range(count):
+                load = os.getloadavg()[0]
+                window = attach_once(target.pid, baseline, 0.5, workdir)
+                window = {k: v for k, v in window.items()
+                          if k not in ("window_start", "window_end", "released")}
+                window["load_average"] = load
+                attaches.append(window)
+                print(f"attach {i + 1} (load {load:.2f}): {window['latency_s']:.3f} s; " + ", ".join(
+                    f"{k[5:-2]} {v:.3f} s" for k, v in window.items() if k.startswith("part_")),
+                    flush=True)
+                time.sleep(1.0)
+        finally:
+            target.kill()
+            target.wait()
+    write_results(RESULTS.with_name("attach_latency.json"),
+                  {"machine": machine_info(), "attaches": attaches})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--phase", type=float, default=4.0, help="seconds per phase")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--latency", type=int, metavar="N",
+                        help="only the latency: N attaches in a row to the target alone")
     args = parser.parse_args()
+    if args.latency:
+        latency_only(args.latency)
+        return
     runs = []
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as workdir:
