@@ -2,6 +2,7 @@
 """bench/attach.py: what ``framescope attach`` costs a running program, and how fast it is.
 
     python bench/attach.py [--phase S] [--repeat N]
+    python bench/attach.py --latency N      # the latency only, N attaches to the target alone
 
 In one run, on one program (a loop of small Python calls, run by the base interpreter: no
 framescope in it) that prints its loop rate every 20 ms of CPU time:
@@ -12,8 +13,11 @@ framescope in it) that prints its loop rate every 20 ms of CPU time:
   no framescope thread left (/proc/PID/task polled every millisecond), target <= 0.5 s;
 * throughput: the target's loop rate during the window against the same program recorded by
   ``framescope run`` at the same time (ratio target within 5%), and after the detach against
-  before the attach, in the same process (within 2%), each divided by the rate of a control
-  (the same program, plain python, never attached) over the same phase. Rates are loops per second of the loop thread's CPU time
+  before the attach, in the same process (within 2%). After/before is the ratio of the phases'
+  medians of the target's rate divided by a control's at the same moment (the same program,
+  plain python, never attached; its interval that ended nearest in time), which takes the
+  second-to-second changes of the machine's load out; the same figure for the `framescope run`
+  companion, which nothing attaches to, shows how far the machine's noise alone moves it. Rates are loops per second of the loop thread's CPU time
   (time.thread_time), the medians of the 20 ms CPU intervals of each phase: on a loaded
   machine the wall-clock rate measures the other processes, not the program.
 
@@ -23,6 +27,7 @@ figures depend on the machine (and its load); compare ratios from one run.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 import os
@@ -109,6 +114,24 @@ class Rates:
         return statistics.median(inside)
 
 
+def paired_ratio(target: Rates, control: Rates, start_ns: int, end_ns: int) -> float:
+    """The median, over the target's intervals in the phase, of its rate divided by the rate of
+    the control's interval that ended nearest in time: the load of the machine changes from
+    second to second, and both loops feel it alike at the same moment."""
+    inside = [(t, r) for t, r in target.samples if start_ns + 50_000_000 <= t <= end_ns]
+    times = [t for t, _ in control.samples]
+    ratios = []
+    for t, rate in inside:
+        i = bisect.bisect_left(times, t)
+        near = [j for j in (i - 1, i) if 0 <= j < len(times)]
+        if near:
+            j = min(near, key=lambda k: abs(times[k] - t))
+            ratios.append(rate / control.samples[j][1])
+    if len(ratios) < 3:
+        return math.nan
+    return statistics.median(ratios)
+
+
 def task_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
@@ -157,6 +180,12 @@ def attach_run(phase: float, workdir: str) -> dict[str, float]:
             result[f"target_{name}"] = rates.between(a, b)
             result[f"control_{name}"] = control_rates.between(a, b)
         result["run_during"] = run_rates.between(window_start, window_end)
+        for name in ("before", "after"):
+            result[f"paired_{name}"] = paired_ratio(rates, control_rates, *phases[name])
+            # The same for the `framescope run` companion, which nothing attaches to: its
+            # after/before is 1 but for the noise of the machine (the null figure).
+            result[f"null_paired_{name}"] = paired_ratio(run_rates, control_rates,
+                                                         *phases[name])
         # Latency and detach from one more attach with the companions stopped (they would
         # compete with the attach command and the target for the CPUs); framescope is imported
         # in the target by then.
@@ -242,19 +271,57 @@ def watch_release(pid: int, baseline: int, stop: threading.Event,
             above = False
         time.sleep(0.001)
 
+def latency_only(count: int) -> None:
+    """``--latency N``: the target alone (no companions), attached N times in a row for 0.5 s
+    each, the first attach importing framescope there: each latency and its parts, with the
+    load average at the time. Writes bench/results/attach_latency.json."""
+    attaches = []
+    with tempfile.TemporaryDirectory() as workdir:
+        script = os.path.join(workdir, "loop.py")
+        Path(script).write_text(PROGRAM)
+        target, _ = start([base_python(), script, "600"])
+        try:
+            baseline = task_count(target.pid)
+            time.sleep(1.0)
+            for i in range(count):
+                load = os.getloadavg()[0]
+                window = attach_once(target.pid, baseline, 0.5, workdir)
+                window = {k: v for k, v in window.items()
+                          if k not in ("window_start", "window_end", "released")}
+                window["load_average"] = load
+                attaches.append(window)
+                print(f"attach {i + 1} (load {load:.2f}): {window['latency_s']:.3f} s; " + ", ".join(
+                    f"{k[5:-2]} {v:.3f} s" for k, v in window.items() if k.startswith("part_")),
+                    flush=True)
+                time.sleep(1.0)
+        finally:
+            target.kill()
+            target.wait()
+    write_results(RESULTS.with_name("attach_latency.json"),
+                  {"machine": machine_info(), "attaches": attaches})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--phase", type=float, default=4.0, help="seconds per phase")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--latency", type=int, metavar="N",
+                        help="only the latency: N attaches in a row to the target alone")
     args = parser.parse_args()
+    if args.latency:
+        latency_only(args.latency)
+        return
     runs = []
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as workdir:
         for i in range(args.repeat):
             run = attach_run(args.phase, workdir)
             run["during_vs_run"] = run["target_during"] / run["run_during"]
-            run["after_vs_before"] = ((run["target_after"] / run["control_after"])
-                                      / (run["target_before"] / run["control_before"]))
+            run["after_vs_before"] = run["paired_after"] / run["paired_before"]
+            run["null_after_vs_before"] = run["null_paired_after"] / run["null_paired_before"]
+            run["after_vs_before_phase_medians"] = (
+                (run["target_after"] / run["control_after"])
+                / (run["target_before"] / run["control_before"]))
             runs.append(run)
             print(f"run {i + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in run.items()),
                   flush=True)
@@ -273,6 +340,8 @@ def main() -> None:
         "detach_s": median("detach_s"),
         "during_vs_run": median("during_vs_run"),
         "after_vs_before": median("after_vs_before"),
+        "after_vs_before_phase_medians": median("after_vs_before_phase_medians"),
+        "null_after_vs_before": median("null_after_vs_before"),
         "after_vs_before_uncorrected": statistics.median(
             r["target_after"] / r["target_before"] for r in runs),
     }
@@ -290,8 +359,12 @@ def main() -> None:
     print(f"loop rate during the window / under framescope run: "
           f"{figures['during_vs_run']:.3f}   (target 0.95-1.05)")
     print(f"loop rate after detach / before attach:             "
-          f"{figures['after_vs_before']:.3f}   (target 0.98-1.02; against the control; "
-          f"{figures['after_vs_before_uncorrected']:.3f} uncorrected)")
+          f"{figures['after_vs_before']:.3f}   (target 0.98-1.02; against the control "
+          f"moment by moment; phase medians {figures['after_vs_before_phase_medians']:.3f}, "
+          f"uncorrected {figures['after_vs_before_uncorrected']:.3f})")
+    print("  runs: " + ", ".join(f"{r['after_vs_before']:.3f}" for r in runs)
+          + "; the same figure for the `framescope run` companion, never attached (noise): "
+          + ", ".join(f"{r['null_after_vs_before']:.3f}" for r in runs))
     write_results(RESULTS, {
         "machine": machine_info(),
         "load_average_before": load_before,

@@ -7,8 +7,8 @@ with status 5 (during a capture), and its exit handler says how many threads of 
 are still alive then. With --main-waits the loop runs in a thread of its own and the
 main thread waits for it in join(). At the end it prints what it computed and
 whether its state is as before the attach (threads, sys.path, open files, profile/trace
-functions, sys.monitoring tools, the frame evaluation function, signal handlers), and exits
-with status 7.
+functions, sys.monitoring tools, the frame evaluation function, signal handlers, the
+superinstructions of its running functions), and exits with status 7.
 """
 
 import atexit
@@ -74,7 +74,20 @@ def state():
         "signals": {int(s): repr(signal.getsignal(s)) for s in signal.valid_signals()
                     if s not in (signal.SIGKILL, signal.SIGSTOP)},
         "main_names": sorted(k for k in vars(sys.modules["__main__"])),
+        # The superinstructions of the functions running at attach (3.12 names them A__B): they
+        # must still be there after the window, or those loops run slower for good.
+        "superinstructions": {f.__name__: superinstructions(f) for f in (
+            main, long_running_frame, spin_worker, spin_step, sleepy_waiter)},
     }
+
+
+def superinstructions(function):
+    # 3.12 forms them when a code is made (3.11 when it warms up: the running functions get
+    # theirs during the window, attach or not; 3.13's are the compiler's).
+    if sys.version_info[:2] != (3, 12):
+        return []
+    import dis
+    return [i.opname for i in dis.get_instructions(function, adaptive=True) if "__" in i.opname]
 
 
 def long_running_frame(stop_file):

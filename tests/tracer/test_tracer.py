@@ -289,6 +289,44 @@ def test_open_frames_closed_at_stop() -> None:
     assert i.end_ns <= n.start_ns
 
 
+
+def superinstructions(function: Any) -> list[str]:
+    """The superinstructions in ``function``'s quickened bytecode (3.12 names them A__B; 3.11
+    forms them when the code warms up, 3.10/3.13 have none of this kind)."""
+    import dis
+
+    if sys.version_info < (3, 11):
+        return []
+    return [i.opname for i in dis.get_instructions(function, adaptive=True) if "__" in i.opname]
+
+
+def test_running_code_keeps_its_bytecode_after_the_session() -> None:
+    # A session started in the middle of a loop watches the loop's frame until it returns (3.12:
+    # sys.monitoring events on its code); once the session is over the code must run as fast as
+    # before: on 3.12 removing the events took the superinstructions out for good.
+    prof = framescope.profile()
+    seen: dict[str, list[str]] = {}
+
+    def hot_loop(n: int) -> int:
+        x = 0
+        for i in range(n):
+            y = i
+            x = (x * 3 + y) & 0xFFFF
+            if i == n // 2:
+                seen["before"] = superinstructions(hot_loop)
+                prof.start()
+                named_function()
+                prof.stop()
+        return x
+
+    for _ in range(3):  # warm up (3.11 quickens here)
+        hot_loop(100)
+    hot_loop(100)
+    assert superinstructions(hot_loop) == seen["before"]
+    if sys.version_info[:2] == (3, 12):
+        assert seen["before"], "the test's loop has no superinstruction to lose"
+    assert prof.events()  # (the session did record)
+
 # -- ranges and frames in one tree --------------------------------------------------------------
 
 

@@ -10,6 +10,10 @@
 #include "tracer/inline_frames.h"
 #include "tracer/tracer.h"
 
+// requicken.c: forms 3.12's superinstructions again in a code no tool instruments (the number
+// formed, -1 when instrumented or not 3.12). Needs the GIL.
+extern "C" int framescope_requicken(PyObject* code);
+
 namespace framescope::py {
 
 using fallback::g_fb;
@@ -220,6 +224,9 @@ void fallback::platform_stop() {
     PyErr_Clear();
   }
   g_fb.tool_id = -1;
+  // The watched codes' events are off now (set_local_events de-instruments at once): on 3.12
+  // that took their superinstructions out for good, so form them again (requicken.c).
+  for (auto& entry : g_fb.watched_codes) framescope_requicken(entry.first);
   for (auto& entry : g_fb.watched_codes) Py_DECREF(entry.first);
   g_fb.watched_codes.clear();
   PyErr_Restore(type, value, tb);
