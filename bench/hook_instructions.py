@@ -50,7 +50,19 @@ SCALES = {"fib": 0.1, "richards": 0.1, "nbody": 0.05, "deltablue": 0.1, "raytrac
           "chaos": 0.05, "go": 0.05}
 #: Source files of the hook's hot path, for --annotate.
 HOOK_SOURCES = ("frame_hook.cpp", "frame_hook.h", "thread_buffer.h", "tracer.h", "code_extra.h",
-                "py_compat.h", "clock.h", "memory_hooks.h")
+                "py_compat.h", "clock.h", "memory_hooks.h", "ia32intrin.h")
+#: What each source file of the hot path stands for, for the per-part summary of --annotate.
+PARTS = {
+    "frame_hook.cpp": "the hook: stack check, register saves, dispatch, compares, depth, tail calls",
+    "frame_hook.h": "the hook: per-thread state",
+    "tracer.h": "the tracer's per-code decision (general path only)",
+    "code_extra.h": "the code object's CodeExtra (co_extra, index, bounds)",
+    "thread_buffer.h": "the 8-byte event format: window, pair slot, limit, write, publication",
+    "py_compat.h": "CPython: recursion check, 3.12+ early exit, chaining and C recursion units",
+    "clock.h": "the clock",
+    "ia32intrin.h": "the clock (two rdtsc)",
+    "memory_hooks.h": "memory variant",
+}
 
 WORKER = r"""
 import importlib, os, sys
@@ -172,6 +184,7 @@ def report(version: str, workload: str, calls: float, cells: dict[str, dict[str,
         if config in cells:
             print(f"    {config:18s} {per_call(config):8.1f}")
     if not all(c in cells for c in CONFIGS):
+        print_lines(cells, calls)
         return
     fs = per_call("framescope_nocpu")
     print(f"    framescope beyond no-op hook: {fs - per_call('noop_hook'):.1f}, beyond clock floor: "
@@ -182,9 +195,22 @@ def report(version: str, workload: str, calls: float, cells: dict[str, dict[str,
             for c in CONFIGS}
     print(f"    hook's own (_core) instructions per call: framescope {core['framescope'] / calls:.1f},"
           f" clock floor {core['clock_floor'] / calls:.1f}, no-op {core['noop_hook'] / calls:.1f}")
-    lines = cells["framescope_nocpu"].get("lines")
+    print_lines(cells, calls)
+
+
+def print_lines(cells: dict[str, dict[str, Any]], calls: float) -> None:
+    """With --annotate: the hook's own instructions per call by part (source file), then by line."""
+    lines = cells.get("framescope_nocpu", {}).get("lines")
     if lines:
-        print("    by source line (framescope without the sampler; instructions per call):")
+        parts: dict[str, float] = {}
+        for key, ir in lines.items():
+            name = PARTS.get(key.split(":")[0], key.split(":")[0])
+            parts[name] = parts.get(name, 0.0) + ir / calls
+        print("    by part (framescope without the sampler; instructions per call and return):")
+        for name, n in sorted(parts.items(), key=lambda kv: -kv[1]):
+            print(f"      {n:6.1f}  {name}")
+        print(f"      {sum(parts.values()):6.1f}  total")
+        print("    by source line:")
         for key, ir in sorted(lines.items(), key=lambda kv: -kv[1])[:40]:
             if ir / calls >= 0.5:
                 print(f"      {ir / calls:6.1f}  {key}")
