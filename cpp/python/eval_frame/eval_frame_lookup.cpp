@@ -190,8 +190,8 @@ FRAMESCOPE_NOINLINE int first_visible_entry(EvalState* st, LookupContext lk,
 // hit (*hit is a new reference, moved to the head), 0: miss (also when the state was reset
 // meanwhile), -1: error. Consumes the references to `e` and `check_fn`.
 FRAMESCOPE_NOINLINE int walk_from(EvalState* st, LookupContext lk, PyObject* locals,
-                                  CacheEntryObject* e, Py_ssize_t index, PyObject* check_fn,
-                                  int ok, CacheEntryObject** hit) {
+                                  CacheEntryObject* e, Py_ssize_t index, PyObject* check_fn, int ok,
+                                  CacheEntryObject** hit) {
   if (!e && check_fn) {  // as below for an entry whose state was reset by its guard
     if (ok < 0) ok = handle_guard_error(check_fn, nullptr, locals, index, t_eval.guard_errors_fail);
     Py_DECREF(check_fn);
@@ -397,9 +397,9 @@ struct Outcome {
 
 // One lookup in progress: what begin_lookup() took from the thread and what the walk found.
 struct Lookup {
-  EvalState* st;          ///< held (++refs): a guard may reset the code
-  PyObject* callback;     ///< the thread's callback, taken out while the lookup runs (its ref)
-  uint64_t generation;    ///< t_eval.generation when it was taken out
+  EvalState* st;        ///< held (++refs): a guard may reset the code
+  PyObject* callback;   ///< the thread's callback, taken out while the lookup runs (its ref)
+  uint64_t generation;  ///< t_eval.generation when it was taken out
   LookupContext lk;
   PyObject* locals;       ///< the f_locals view the guards saw (new reference), or null
   CacheEntryObject* hit;  ///< the entry hit (new reference), or null
@@ -412,8 +412,8 @@ FRAMESCOPE_ALWAYS_INLINE Lookup begin_lookup(HookThread& h, EvalState* st) {
   ++st->refs;
   PyObject* callback = h.eval_callback;
   h.eval_callback = nullptr;
-  return Lookup{st, callback, t_eval.generation, LookupContext{callback == Py_False}, nullptr,
-                nullptr};
+  return Lookup{st,      callback, t_eval.generation, LookupContext{callback == Py_False},
+                nullptr, nullptr};
 }
 
 // Ends a lookup: gives the thread its callback back (nested frames of the code run are
@@ -431,8 +431,8 @@ FRAMESCOPE_ALWAYS_INLINE void end_lookup(HookThread& h, const Lookup& lookup) {
 
 // What follows the walk (`found`: 1 hit, 0 miss, -1 error): a miss calls the callback (or, in
 // run-only mode, runs the original code); then the lookup ends. Returns what to run.
-FRAMESCOPE_NOINLINE Outcome conclude_lookup(PyThreadState* ts, FsFrame* frame,
-                                            PyCodeObject* code, Lookup lookup, int found) {
+FRAMESCOPE_NOINLINE Outcome conclude_lookup(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
+                                            Lookup lookup, int found) {
   // Read after the guards (which rarely change it): a reset meanwhile leaves it in the old state.
   const ExecStrategy stored = lookup.st->strategy;
   uint8_t recursive = stored.recursive;
@@ -508,7 +508,8 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* run_fresh_frame(PyThreadState* ts, FsFrame* f
 FRAMESCOPE_NOINLINE PyObject* run_swapped(PyThreadState* ts, FsFrame* frame, int throwflag,
                                           uint8_t action, CacheEntryObject* entry) {
   PyObject* replacement = action == kActionSkip ? nullptr : Py_False;
-  PyObject* saved = hook_thread().eval_callback;  // the thread's reference: ours while the frame runs
+  PyObject* saved =
+      hook_thread().eval_callback;  // the thread's reference: ours while the frame runs
   if (saved == replacement && (!replacement || !t_eval.isolation)) {
     return entry ? run_entry_code(ts, frame, entry, saved != nullptr)
                  : run_frame(ts, frame, throwflag);
@@ -668,9 +669,8 @@ FRAMESCOPE_NOINLINE PyObject* finish_head_lookup(PyThreadState* ts, FsFrame* fra
 // as intercept() would have gone on. The same Cache Lookup range covers the guards.
 // Out of line: eval_api_frame() stays a small dispatcher (skipped codes and started frames pay
 // for none of this function's registers and stack).
-FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
-                                              PyCodeObject* code, EvalState* st,
-                                              CacheEntryObject* e) {
+FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
+                                              EvalState* st, CacheEntryObject* e) {
   HookThread& h = hook_thread();
   char marker;
   if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < h.stack_check_below)) {

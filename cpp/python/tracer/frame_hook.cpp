@@ -439,8 +439,7 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* f
   if (kMemory) flush_allocations(buffer, ticks);
   const uint64_t bits = extra->compact_call_bits;
   if (FRAMESCOPE_UNLIKELY(!buffer->append_compact_fast(ticks, bits))) {
-    return record_or_chain_slow_append<kMemory, kTsc>(ts, frame, throwflag, h, buffer, ticks,
-                                                      bits);
+    return record_or_chain_slow_append<kMemory, kTsc>(ts, frame, throwflag, h, buffer, ticks, bits);
   }
   return run_recorded_frame<kMemory, kTsc>(ts, frame, throwflag, h);
 }

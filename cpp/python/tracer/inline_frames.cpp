@@ -162,8 +162,7 @@ void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame) {
   // session that shares it). Only these: every watched code pays two callbacks per call.
   PyObject* self = frame->localsplus[0];
   const bool named_init = is_init_name(code->co_name) && can_be_inlined(code);
-  if (!named_init &&
-      (!self || PyCell_Check(self) || inlinable_init_code(Py_TYPE(self)) != code)) {
+  if (!named_init && (!self || PyCell_Check(self) || inlinable_init_code(Py_TYPE(self)) != code)) {
     return;
   }
   PyObject *type, *value, *tb;

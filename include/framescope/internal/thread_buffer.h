@@ -57,8 +57,8 @@ class StreamWriter;
 
 /// Events of one thread in one session. The owning thread appends without locks: it writes the
 /// event, then publishes the cursor past it with a release store, so a reader (the session at
-/// stop) that acquires the cursor sees whole events only. Everything else (new chunks, side records)
-/// happens under `mutex_`, which the reader also takes.
+/// stop) that acquires the cursor sees whole events only. Everything else (new chunks, side
+/// records) happens under `mutex_`, which the reader also takes.
 class ThreadBuffer {
  public:
   ThreadBuffer(Session* session, uint32_t index);
