@@ -42,6 +42,10 @@ import tempfile
 from typing import Any
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCH_DIR)
+
+from _callgrind import parse_part  # noqa: E402
+
 RESULTS = os.path.join(BENCH_DIR, "results", "cache_hit_instructions.json")
 CONFIGS = ("plain", "noop_hook", "hook_skip", "hit_c", "hit_py", "shadow_c", "session_hit_c",
            "traced_plain", "traced_hit_c")
@@ -117,42 +121,6 @@ for config in CONFIGS:
 """
 
 
-def parse_part(path: str) -> tuple[int, dict[str, int], dict[str, int]]:
-    """Total Ir of a callgrind part (written with --compress-strings=no --compress-pos=no), self
-    Ir per function ("name [object]") and per source line of LINE_SOURCES ("file:line"; needs
-    line tables: FRAMESCOPE_PROFILING_SYMBOLS)."""
-    total = 0
-    funcs: dict[str, int] = {}
-    lines: dict[str, int] = {}
-    obj = fn = source = ""
-    skip_next = False
-    with open(path) as fh:
-        for raw in fh:
-            if skip_next:  # the cost line after calls=: the callee's inclusive cost, not self
-                skip_next = False
-                continue
-            if raw.startswith("ob="):
-                obj = os.path.basename(raw[3:].strip())
-            elif raw.startswith("fn="):
-                fn = f"{raw[3:].strip()} [{obj}]"
-            elif raw.startswith(("fl=", "fi=", "fe=")):
-                source = os.path.basename(raw[3:].strip())
-            elif raw.startswith("calls="):
-                skip_next = True
-            elif raw.startswith("totals:"):
-                total = int(raw.split()[1])
-            elif raw[:1].isdigit():
-                parts = raw.split()
-                if len(parts) < 2:
-                    continue
-                ir = int(parts[1])
-                funcs[fn] = funcs.get(fn, 0) + ir
-                if source in LINE_SOURCES:
-                    key = f"{source}:{parts[0]}"
-                    lines[key] = lines.get(key, 0) + ir
-    return total, funcs, lines
-
-
 def run(python: str, n: int, configs: list[str], lines: bool, tmp: str) -> dict[str, Any]:
     out = os.path.join(tmp, "hit.cg")
     cmd = ["valgrind", "--tool=callgrind", "--dump-before=getpgrp", f"--callgrind-out-file={out}"]
@@ -166,7 +134,7 @@ def run(python: str, n: int, configs: list[str], lines: bool, tmp: str) -> dict[
     cells: dict[str, Any] = {}
     for i, config in enumerate(configs):
         part = f"{out}.{2 * i + 2}"  # odd parts: start-up and set-ups; even: the loops
-        total, funcs, by_line = parse_part(part)
+        total, funcs, by_line = parse_part(part, LINE_SOURCES)
         cells[config] = {"ir": total, "functions": funcs}
         if lines:
             cells[config]["lines"] = by_line

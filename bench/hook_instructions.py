@@ -40,6 +40,7 @@ from typing import Any, Optional
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
 
+from _callgrind import parse_part  # noqa: E402
 from tracer_overhead import describe, find_pythons, machine_info, write_results  # noqa: E402
 from workloads import ALL as ALL_WORKLOADS  # noqa: E402
 
@@ -131,30 +132,6 @@ def parse_costs(path: str) -> tuple[int, dict[str, int]]:
     return total, per_object
 
 
-def annotate_lines(path: str) -> dict[str, int]:
-    """Self Ir per source line of the hook's files, read from a callgrind file written with
-    --compress-strings=no --compress-pos=no (needs FRAMESCOPE_PROFILING_SYMBOLS: line tables)."""
-    lines: dict[str, int] = {}
-    current = ""
-    skip_next = False
-    with open(path) as f:
-        for raw in f:
-            if skip_next:  # the cost line after calls=: the callee's inclusive cost, not self
-                skip_next = False
-                continue
-            if raw.startswith(("fl=", "fi=", "fe=")):
-                current = os.path.basename(raw[3:].strip())
-                continue
-            if raw.startswith("calls="):
-                skip_next = True
-                continue
-            m = re.match(r"^(\d+) (\d+)", raw)
-            if m and current in HOOK_SOURCES:
-                key = f"{current}:{m.group(1)}"
-                lines[key] = lines.get(key, 0) + int(m.group(2))
-    return lines
-
-
 def run_callgrind(python: str, config: str, workload: str, scale: float, tmp: str,
                   annotate: bool) -> dict[str, Any]:
     out = os.path.join(tmp, f"{config}-{workload}.cg")
@@ -169,7 +146,7 @@ def run_callgrind(python: str, config: str, workload: str, scale: float, tmp: st
     total, per_object = parse_costs(part)
     result: dict[str, Any] = {"ir": total, "per_object": per_object}
     if annotate and config == "framescope_nocpu":
-        result["lines"] = annotate_lines(part)
+        result["lines"] = parse_part(part, HOOK_SOURCES)[2]
     return result
 
 
