@@ -405,7 +405,8 @@ FRAMESCOPE_NOINLINE PyObject* record_or_chain_slow_append(PyThreadState* ts, FsF
 // tail call and never comes back: a call that returns here would make the compiler keep the
 // frame, the throwflag and the extra in callee-saved registers, which every traced call would
 // then save and restore. So what stays live across the frame's evaluation is only what the
-// return needs: the thread slot, the epoch and (3.12+) `ts`.
+// return needs: the epoch and (3.12+, for the C recursion units) `ts`; the return's function
+// reaches the thread slot again by itself.
 template <bool kMemory, bool kTsc>
 FRAMESCOPE_ALWAYS_INLINE PyObject* record_or_chain(PyThreadState* ts, FsFrame* frame, int throwflag,
                                                    HookThread& h) {
