@@ -4,7 +4,8 @@ call forests of each run.
     python -m tests.support.differential_runner JOBS.json   (from the repository's root)
 
 JOBS.json is a list of jobs ``[program, backend, c_calls, mode, output]``: PROGRAM is a module of
-tests/tracer/programs with ``run(make_profile) -> stopped framescope.profile``; BACKEND is framescope's
+tests/tracer/programs with ``run(make_profile) -> stopped framescope.profile``, or with ``work()``
+alone, which run_work() then runs (warm, then recorded); BACKEND is framescope's
 ``backend=``; C_CALLS is a bool; MODE is ``both`` (the ground truth and framescope record the same
 run) or ``ground_truth`` (the ground truth alone, with the builtins that on 3.10/3.11 only a
 profile function sees, while framescope, in the same slot, records the ``both`` run: see
@@ -25,7 +26,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import framescope
 from tests.support.ground_truth import GroundTruth, forest_to_json, framescope_forest, load_recorder, prune
@@ -33,6 +34,17 @@ from tests.support.ground_truth import GroundTruth, forest_to_json, framescope_f
 RUN_TIMEOUT_S = 60
 PROGRAMS_PACKAGE = "tests.tracer.programs"
 PARALLEL_RUNS = 2
+
+
+def run_work(work: Callable[[], object], make_profile: Callable[[], framescope.profile]
+             ) -> framescope.profile:
+    """What most programs do: ``work()`` once unrecorded (imports, specialization, first calls),
+    then once in a profile, which is returned stopped."""
+    work()
+    prof = make_profile()
+    with prof:
+        work()
+    return prof
 
 
 def run_job(recorder: Any, program: str, backend: str, c_calls: bool, mode: str) -> dict[str, Any]:
@@ -48,7 +60,8 @@ def run_job(recorder: Any, program: str, backend: str, c_calls: bool, mode: str)
     # slot, which sees no builtins.
     gt_c_calls = c_calls and (mode == "ground_truth" or sys.version_info >= (3, 12))
     gt.start(gt_c_calls)
-    prof = module.run(make_profile)
+    prof = (module.run(make_profile) if hasattr(module, "run")
+            else run_work(module.work, make_profile))
     gt.stop()
     window = (prof.trace.start_ns, prof.trace.stop_ns)
     own = (os.path.dirname(os.path.abspath(framescope.__file__)) + os.sep,)

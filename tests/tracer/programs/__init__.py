@@ -1,1 +1,3 @@
-"""The programs of the differential test (tests/tracer/test_differential.py), each with run(make_profile)."""
+"""The programs of the differential test (tests/tracer/test_differential.py): each has
+``run(make_profile)``, or ``work()`` alone, which tests/support/differential_runner.py's
+run_work() runs once unrecorded, then once recorded."""

@@ -44,11 +44,3 @@ def work():
     isinstance(m, list)
     getattr(t, "missing", None)
     int.from_bytes(b"\x01", "little")
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

@@ -26,11 +26,3 @@ def work():
     list(itertools.chain(gen(2), gen(1)))
     list(enumerate(gen(2)))
     functools.reduce(lambda a, b: a + f(b), range(3), 0)
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

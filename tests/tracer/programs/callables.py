@@ -48,11 +48,3 @@ def work():
     operator.methodcaller("m", 5)(k)
     list(map(outer(1), range(2)))
     list(filter(lambda v: v > 0, range(3)))
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

@@ -40,11 +40,3 @@ def work():
     with contextlib.suppress(KeyError):
         with scope(3):
             raise KeyError("k")
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

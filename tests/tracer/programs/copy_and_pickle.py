@@ -34,11 +34,3 @@ def work():
     pickle.loads(pickle.dumps(State()))
     json.dumps({"a": State()}, default=default)
     copy.copy(State())
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

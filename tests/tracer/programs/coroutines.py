@@ -53,11 +53,3 @@ def work():
         c.throw(ValueError)
     except ValueError:
         pass
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

@@ -34,11 +34,3 @@ def work():
         x: int
 
     Local(1) == Local(1)
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

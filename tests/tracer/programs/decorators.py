@@ -57,11 +57,3 @@ def work():
     t.v = 3
     t.v
     Thing.static(1)
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

@@ -74,11 +74,3 @@ def work():
             handler()
     if GROUPS:
         star_catcher()  # noqa: F821 (defined by exec above)
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

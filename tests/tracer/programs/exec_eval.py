@@ -14,11 +14,3 @@ def work():
     eval("twice(5)", {"twice": twice})
     exec("for i in range(2):\n    twice(i)\n", {"twice": twice})
     eval(compile("twice(1) + twice(2)", "<expr>", "eval"), {"twice": twice})
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

@@ -51,11 +51,3 @@ def work():
         make_and_drop()
         with_weakref()
     cycle()
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

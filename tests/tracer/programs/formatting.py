@@ -26,11 +26,3 @@ def work():
     "%s %r" % (m, m)
     buf = io.StringIO()
     print(m, [m], file=buf)
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

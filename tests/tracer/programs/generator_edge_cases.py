@@ -61,11 +61,3 @@ def work():
     next(g)
     g.throw(ValueError)
     g.close()
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

@@ -53,11 +53,3 @@ def work():
     Child(1)
     Base[int]
     Weird()
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

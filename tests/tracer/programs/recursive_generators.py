@@ -25,11 +25,3 @@ def work():
     for v in walk(t):
         total += v
     return total
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof

@@ -71,11 +71,3 @@ def work():
     re.sub(r"a", repl, "banana")
     json.loads('{"a": {"b": 1}}', object_hook=hook)
     list(Numbers(3))
-
-
-def run(make_profile):
-    work()
-    prof = make_profile()
-    with prof:
-        work()
-    return prof
