@@ -247,6 +247,20 @@ def start_window(pid: int, out: Path, *options: str) -> tuple[subprocess.Popen[s
     return proc, proc.stderr.readline()
 
 
+def window_ends_with_target_exit(target: Target, out: Path, channel: str) -> str:
+    """Starts a 120 s window on `target` (the first line naming `channel`), makes the target exit
+    by itself (status 5, no framescope thread left at its exit) and returns the attach command's
+    stderr once it has ended with status 1."""
+    proc, line = start_window(target.pid, out, "--duration", "120")
+    assert channel in line, line + proc.stderr.read()
+    code, stdout, err = target.finish("exit")
+    assert (code, err) == (5, ""), err
+    assert stdout.splitlines()[-2:] == ["exiting by itself", "framescope threads at exit: 0"]
+    _, err = proc.communicate(timeout=ATTACH_TIMEOUT)
+    assert proc.returncode == 1, err
+    return err
+
+
 def test_stop_with_ctrl_c(needs_ptrace, targets, tmp_path) -> None:
     target = targets()
     out = tmp_path / "window.json"
@@ -272,13 +286,7 @@ def test_target_exits_during_the_capture(needs_ptrace, targets, tmp_path) -> Non
     during the interpreter's finalization crashed the process once)."""
     target = targets()
     out = tmp_path / "window.json"
-    proc, line = start_window(target.pid, out, "--duration", "120")
-    assert "recording process" in line, line + proc.stderr.read()
-    code, stdout, err = target.finish("exit")
-    assert (code, err) == (5, ""), err
-    assert stdout.splitlines()[-2:] == ["exiting by itself", "framescope threads at exit: 0"]
-    _, err = proc.communicate(timeout=ATTACH_TIMEOUT)
-    assert proc.returncode == 1
+    err = window_ends_with_target_exit(target, out, "recording process")
     assert err.strip().splitlines()[-1] == (
         f"framescope attach: process {target.pid} exited during the capture; the trace up to "
         f"its exit is in {out}")
@@ -460,13 +468,7 @@ def test_listening_target_exits_during_the_capture(tmp_path) -> None:
         listener.pid = int(listener.proc.stdout.readline().split()[1])
         _listen_socket(listener.pid)
         out = tmp_path / "window.json"
-        proc, line = start_window(listener.pid, out, "--duration", "120")
-        assert "through its listening socket" in line, line + proc.stderr.read()
-        code, stdout, err = listener.finish("exit")
-        assert (code, err) == (5, ""), err
-        assert stdout.splitlines()[-2:] == ["exiting by itself", "framescope threads at exit: 0"]
-        _, err = proc.communicate(timeout=ATTACH_TIMEOUT)
-        assert proc.returncode == 1, err
+        err = window_ends_with_target_exit(listener, out, "through its listening socket")
         assert "exited during the capture; the trace up to its exit" in err
         names, _ = threads_and_slices(out)
         assert "MainThread" in names.values()
