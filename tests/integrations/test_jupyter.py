@@ -4,24 +4,18 @@ real kernel (nbclient + ipykernel), on one Python version."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
 import pytest
+
+from tests.support.optional import require
 
 JUPYTER_VERSION = (3, 12)
 pytestmark = pytest.mark.skipif(
     sys.version_info[:2] != JUPYTER_VERSION,
     reason=f"notebook tests run on Python {JUPYTER_VERSION[0]}.{JUPYTER_VERSION[1]}",
 )
-
-
-def _require(module: str) -> Any:
-    # CI installs these (scripts/test_all.sh): there a missing one fails rather than skips
-    if os.environ.get("CI"):
-        return __import__(module)
-    return pytest.importorskip(module)
 
 
 CELLS = [
@@ -93,9 +87,9 @@ def text_of(cell: Any) -> str:
 
 
 def test_notebook_magics(tmp_path: Any) -> None:
-    nbformat = _require("nbformat")
-    nbclient = _require("nbclient")
-    _require("ipykernel")
+    nbformat = require("nbformat")
+    nbclient = require("nbclient")
+    require("ipykernel")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
     client = nbclient.NotebookClient(

@@ -21,6 +21,7 @@ import pytest
 
 from framescope.processes import _merge as merge
 from framescope.processes import _process_table as processes
+from tests.support.optional import require
 
 LAUNCHER_VERSION = (3, 11)
 SKEW_NS = 300_000_000
@@ -29,12 +30,6 @@ pytestmark = pytest.mark.skipif(
     sys.version_info[:2] != LAUNCHER_VERSION,
     reason=f"launcher tests run on Python {LAUNCHER_VERSION[0]}.{LAUNCHER_VERSION[1]}",
 )
-
-
-def _require(module: str) -> Any:
-    if os.environ.get("CI"):
-        return __import__(module)
-    return pytest.importorskip(module)
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -104,7 +99,7 @@ ALL_REDUCE = """
 
 
 def test_torchrun_gloo_framescope_run(tmp_path: Path) -> None:
-    _require("torch")
+    require("torch")
     # GIVEN a two-rank gloo job whose rank 1 clock runs 300 ms ahead
     (tmp_path / "train.py").write_text(textwrap.dedent(ALL_REDUCE))
     env = _env(FRAMESCOPE_TEST_CLOCK_SKEW_NS=f"0,{SKEW_NS}", FRAMESCOPE_CLOCK_SYNC="collective")
@@ -146,7 +141,7 @@ IN_SCRIPT = """
 
 
 def test_torchrun_gloo_profile_inside_the_script(tmp_path: Path) -> None:
-    _require("torch")
+    require("torch")
     (tmp_path / "train.py").write_text(textwrap.dedent(IN_SCRIPT))
     env = _env(FRAMESCOPE_TEST_CLOCK_SKEW_NS=f"0,{SKEW_NS}", FRAMESCOPE_CLOCK_SYNC="collective")
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
@@ -175,7 +170,7 @@ MPI_ALLREDUCE = """
 
 
 def test_mpirun_mpi4py_framescope_run(tmp_path: Path) -> None:
-    _require("mpi4py")
+    require("mpi4py")
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         if os.environ.get("CI"):
@@ -215,7 +210,7 @@ ONLY_RANK_0 = """
 
 
 def test_a_rank_that_does_not_sync_costs_a_timeout_not_a_hang(tmp_path: Path) -> None:
-    _require("torch")
+    require("torch")
     (tmp_path / "job.py").write_text(textwrap.dedent(ONLY_RANK_0))
     env = _env(FRAMESCOPE_CLOCK_SYNC="collective", FRAMESCOPE_CLOCK_SYNC_TIMEOUT="2")
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
