@@ -489,17 +489,6 @@ FRAMESCOPE_NOINLINE Outcome intercept(PyThreadState* ts, FsFrame* frame, PyCodeO
   return conclude_lookup(ts, frame, code, lookup, found);
 }
 
-// run_frame(ts, frame, 0) of a fresh frame, on the hot path: while the tracer does not record,
-// what run_frame() does then -- chain to the previous evaluation function, giving back the
-// hooked call's C recursion units (3.12+) -- is done here, without run_frame()'s call and its
-// choice of the tracer's variant (frame_hook.cpp's record_or_chain()).
-FRAMESCOPE_ALWAYS_INLINE PyObject* run_fresh_frame(PyThreadState* ts, FsFrame* frame) {
-  if (FRAMESCOPE_LIKELY(!hook_records_frames())) {
-    return eval_hooked_frame(g_previous_eval, ts, frame, 0);
-  }
-  return run_frame(ts, frame, 0);
-}
-
 // Runs the frame (or `entry` on it) with the thread's setting swapped for what the recursive
 // action says every frame it calls does: SKIP -> callback None; RUN_ONLY -> False without
 // isolation, so that, as in torch (whose run-only mode matches every backend), the callees' hits
@@ -545,7 +534,7 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* run_under(PyThreadState* ts, FsFrame* frame, 
 FRAMESCOPE_ALWAYS_INLINE PyObject* run_outcome(PyThreadState* ts, FsFrame* frame, Outcome o) {
   PyObject* result;
   if (FRAMESCOPE_LIKELY(o.action == kActionDefault)) {
-    if (!o.entry) return run_fresh_frame(ts, frame);
+    if (!o.entry) return run_frame(ts, frame, 0);
     result = run_entry_code(ts, frame, o.entry, true);
   } else if (o.action == kFailed) {
     return fail_unstarted_frame(ts, frame);
@@ -720,7 +709,7 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
   release_frame_locals(locals);
   release_state(st);
   if (FRAMESCOPE_LIKELY(!other)) {
-    if (FRAMESCOPE_LIKELY(recursive == kActionDefault)) return run_fresh_frame(ts, frame);
+    if (FRAMESCOPE_LIKELY(recursive == kActionDefault)) return run_frame(ts, frame, 0);
     return run_swapped(ts, frame, 0, recursive, nullptr);
   }
   return run_other_code(ts, frame, other, recursive);

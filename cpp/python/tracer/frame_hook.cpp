@@ -388,7 +388,7 @@ FRAMESCOPE_NOINLINE PyObject* record_or_chain_slow_append(PyThreadState* ts, FsF
 }
 
 // The frame as the interpreter would run it without the eval_frame API: recorded when the
-// tracer records, then chained (run_frame() and dispatch_frame() share it).
+// tracer records, then chained (run_traced_frame() and dispatch_frame() share it).
 //
 // The usual case is decided first, by one compare: the code has a compact index in the session
 // the hook records for. compact_epoch names a session only when the code has compact bits, no
@@ -578,10 +578,7 @@ bool c_stack_nearly_exhausted() {
   return below_check_line(h, here) && here - h.stack_low <= kHardReserve;
 }
 
-PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
-  // The eval_frame API runs frames with or without a tracing session: without one, chained at
-  // once (record_or_chain() would look the code up first).
-  if (!hook_records_frames()) return chain(ts, frame, throwflag);
+PyObject* run_traced_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
   if (internal::g_use_tsc) {
     return g_memory_tracking ? record_or_chain<true, true>(ts, frame, throwflag, hook_thread())
                              : record_or_chain<false, true>(ts, frame, throwflag, hook_thread());

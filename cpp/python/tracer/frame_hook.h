@@ -6,6 +6,7 @@
 #include "framescope/internal/thread_buffer.h"
 #include "framescope/macros.h"
 #include "py_compat.h"
+#include "tracer/tracer.h"
 
 #define FRAMESCOPE_TLS_IE __attribute__((tls_model("initial-exec")))
 
@@ -61,11 +62,23 @@ void anchor_outermost_range();
 /// is deep.
 bool c_stack_nearly_exhausted();
 
+/// run_frame() while the hook records: records `frame` for the tracer, then chains to it.
+PyObject* run_traced_frame(PyThreadState* ts, FsFrame* frame, int throwflag);
+
+/// The function our hook chains to (the previous PEP 523 function or the default).
+extern EvalFrameFunction g_previous_eval;
+
 /// Evaluates `frame` the way the interpreter would without framescope's eval_frame API: records
 /// it for the tracer when tracing, then chains to the previous eval function. The eval_frame API
 /// calls this to run (cached or original) code; the hook checked the stack on entry. Borrowed
-/// frame; new reference or null.
-PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag);
+/// frame; new reference or null. Inline: without a tracing session (the eval_frame API's usual
+/// case) the frame is chained at the caller, with no call into the tracer's variants.
+FRAMESCOPE_ALWAYS_INLINE PyObject* run_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
+  if (FRAMESCOPE_LIKELY(!hook_records_frames())) {
+    return eval_hooked_frame(g_previous_eval, ts, frame, throwflag);
+  }
+  return run_traced_frame(ts, frame, throwflag);
+}
 
 /// Refuses to evaluate `frame`: sets RecursionError and lets the default evaluation unwind the
 /// frame (so CPython clears it on every version). Returns null.
@@ -73,8 +86,5 @@ PyObject* refuse_frame(PyThreadState* ts, FsFrame* frame, const char* why);
 
 /// Implemented by the eval_frame API: a frame on a thread whose eval_callback is set.
 PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag);
-
-/// The function our hook chains to (the previous PEP 523 function or the default).
-extern EvalFrameFunction g_previous_eval;
 
 }  // namespace framescope::py

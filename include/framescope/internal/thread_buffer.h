@@ -379,15 +379,10 @@ extern std::atomic<uint64_t> g_session_epoch;
 /// must not record). Returns null when this thread does not record.
 ThreadBuffer* attach_current_thread() noexcept;
 
-/// True when the thread slot is up to date: `t_slot.buffer` is then what current_buffer()
-/// returns (null: this thread does not record), without the slow path.
-FRAMESCOPE_ALWAYS_INLINE bool thread_slot_is_current() noexcept {
-  return t_slot.epoch == g_session_epoch.load(std::memory_order_relaxed);
-}
-
 /// The calling thread's buffer in the recording session, or null when it does not record.
 FRAMESCOPE_ALWAYS_INLINE ThreadBuffer* current_buffer() noexcept {
-  if (FRAMESCOPE_LIKELY(thread_slot_is_current())) return t_slot.buffer;
+  uint64_t epoch = g_session_epoch.load(std::memory_order_relaxed);
+  if (FRAMESCOPE_LIKELY(t_slot.epoch == epoch)) return t_slot.buffer;
   return attach_current_thread();
 }
 
