@@ -43,6 +43,7 @@ sys.path.insert(0, BENCH_DIR)
 from _callgrind import parse_part  # noqa: E402
 from tracer_overhead import describe, find_pythons, machine_info, write_results  # noqa: E402
 from workloads import ALL as ALL_WORKLOADS  # noqa: E402
+from workloads import EXTRA as EXTRA_WORKLOADS  # noqa: E402
 
 RESULTS = os.path.join(BENCH_DIR, "results", "hook_instructions.json")
 CONFIGS = ("untraced", "noop_hook", "clock_floor", "framescope", "framescope_nocpu")
@@ -198,7 +199,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--pythons", nargs="+", default=None,
                     help="interpreters with framescope installed (default: every 3.10-3.13)")
     ap.add_argument("--workloads", nargs="+", default=list(ALL_WORKLOADS),
-                    choices=list(ALL_WORKLOADS))
+                    choices=list(ALL_WORKLOADS) + list(EXTRA_WORKLOADS))
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS),
                     help="configurations to run (untraced is always run: the baseline)")
     ap.add_argument("--annotate", action="store_true",

@@ -7,4 +7,4 @@ MICRO = ("fib",)
 REAL = ("richards", "nbody", "deltablue", "raytrace", "chaos", "go")
 ALL = MICRO + REAL
 #: Not in the tracer tables: the allocation-heavy workload of bench/analysis_overhead.py.
-EXTRA = ("alloc",)
+EXTRA = ("alloc", "inits")

@@ -74,6 +74,16 @@ inline const void* current_frame_address(PyThreadState* ts) noexcept {
 }
 
 #if FS_PY312
+/// The calling thread's thread state, or null when it has none; never sets an exception. One
+/// call into CPython (PyThreadState_Get() is the same call plus a check that aborts).
+inline PyThreadState* current_thread_state() noexcept {
+#if FS_PY313
+  return PyThreadState_GetUnchecked();
+#else
+  return _PyThreadState_UncheckedGet();
+#endif
+}
+
 /// The interpreter frame the thread is executing (borrowed, may be null).
 inline FsFrame* current_interpreter_frame(PyThreadState* ts) noexcept {
 #if FS_PY313

@@ -415,3 +415,42 @@ def test_frame_refused_by_the_recursion_limit_is_not_a_call(backend: str) -> Non
     finally:
         sys.setrecursionlimit(old)
     assert len(calls_of(prof, down.__code__)) == RAN > 0
+
+
+# -- 3.13: an inlined __init__ still running on another thread when a session stops -------------
+
+
+class Waiter:
+    def __init__(self, entered: threading.Event, release: threading.Event) -> None:
+        entered.set()
+        release.wait()
+
+
+def make_waiters(n: int, entered: threading.Event, release: threading.Event) -> None:
+    for _ in range(n):
+        Waiter(entered, release)  # specializes (3.13: the __init__ is pushed inline)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inline_init_open_across_two_sessions(backend: str) -> None:
+    done = threading.Event()
+    done.set()
+    make_waiters(200, done, done)  # warm: the site specializes before the sessions
+    entered, release = threading.Event(), threading.Event()
+    first = framescope.profile(backend=backend)
+    first.start()
+    t = threading.Thread(target=make_waiters, args=(1, entered, release), name="waiter")
+    t.start()
+    assert entered.wait(10)
+    first.stop()  # the waiter's __init__ (recorded by this session) is still running
+    with framescope.profile(backend=backend) as second:
+        release.set()
+        t.join()
+    # The second session sees that frame open from its start, ended once at its real return;
+    # nothing of the first session's bookkeeping ends another frame of the thread.
+    (init,) = [e for e in second.events() if e.name.endswith(qual("Waiter.__init__"))]
+    (maker,) = [e for e in second.events() if e.name.endswith(": make_waiters")]
+    assert init.parent is not None and second.events()[init.parent].name == maker.name
+    assert maker.start_ns <= init.start_ns <= init.end_ns <= maker.end_ns
+    assert not init.open_at_stop and not maker.open_at_stop
+    assert len([e for e in first.events() if e.name.endswith(qual("Waiter.__init__"))]) == 1

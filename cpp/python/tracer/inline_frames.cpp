@@ -6,6 +6,7 @@
 
 #include "framescope/clock.h"
 #include "framescope/internal/thread_buffer.h"
+#include "tracer/frame_hook.h"
 #include "tracer/memory_hooks.h"
 #include "tracer/tracer.h"
 
@@ -14,9 +15,29 @@ namespace framescope::py {
 #if FS_PY313
 namespace {
 
-// Inline frames whose call this thread recorded and whose return it has not (innermost last).
-thread_local std::vector<const FsFrame*> t_inline_frames;
+// Inline frames whose call this thread recorded and whose return it has not (innermost last),
+// in session `epoch` (entries of an earlier session are dropped at the next call: a session's
+// stop cannot reach other threads' stacks). The callbacks run on every call of a watched code, so
+// they reach the stack through an initial-exec pointer (a plain %fs load) rather than the
+// thread_local vector itself (a __tls_get_addr call and an init-guard check per access in a
+// dlopen()ed module); the vector owns the storage and frees it at thread exit.
+struct InlineFrames {
+  std::vector<const FsFrame*>* frames;  // this thread's t_inline_storage, once used
+  uint64_t epoch;
+};
+__thread InlineFrames t_inline FRAMESCOPE_TLS_IE = {nullptr, 0};
+thread_local std::vector<const FsFrame*> t_inline_storage;
 bool g_active = false;
+
+// This thread's stack of inline frames for the current session.
+std::vector<const FsFrame*>& inline_frames() {
+  if (FRAMESCOPE_UNLIKELY(!t_inline.frames)) t_inline.frames = &t_inline_storage;
+  if (FRAMESCOPE_UNLIKELY(t_inline.epoch != g_tracer.epoch)) {
+    t_inline.frames->clear();
+    t_inline.epoch = g_tracer.epoch;
+  }
+  return *t_inline.frames;
+}
 
 // Asks sys.monitoring for the starts and ends of `code`'s frames (clears any error: a code
 // that cannot be watched keeps only its hooked calls).
@@ -145,7 +166,7 @@ bool inline_frames_start() {
 
 void inline_frames_stop() {
   g_active = false;
-  t_inline_frames.clear();
+  if (t_inline.frames) t_inline.frames->clear();
   if (g_function_watcher >= 0) {
     if (PyFunction_ClearWatcher(g_function_watcher) < 0) PyErr_Clear();
     g_function_watcher = -1;
@@ -180,12 +201,15 @@ void inline_frame_started(PyCodeObject* code, FsFrame* frame) {
   if (!key) return;
   if (g_memory_tracking) flush_allocations(buffer, ticks);
   buffer->append(ticks, internal::pack_word(internal::EventKind::kPyCall, key));
-  t_inline_frames.push_back(frame);
+  inline_frames().push_back(frame);
 }
 
 void inline_frame_ended(FsFrame* frame) {
-  if (t_inline_frames.empty() || t_inline_frames.back() != frame) return;
-  t_inline_frames.pop_back();
+  // (Only frames this session recorded: the epoch tag tells an older session's entries.)
+  if (!t_inline.frames || t_inline.epoch != g_tracer.epoch) return;
+  std::vector<const FsFrame*>& frames = *t_inline.frames;
+  if (frames.empty() || frames.back() != frame) return;
+  frames.pop_back();
   if (internal::ThreadBuffer* buffer = internal::current_buffer()) {
     const uint64_t ticks = now_ticks();
     if (g_memory_tracking) flush_allocations(buffer, ticks);

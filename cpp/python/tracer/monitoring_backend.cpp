@@ -29,21 +29,27 @@ namespace {
 // Session whose first Python event this thread had (see initial_frame_restarted).
 thread_local uint64_t t_first_event_epoch = 0;
 
-// PY_START, PY_RESUME, PY_THROW(code, offset[, exc])
-PyObject* mon_enter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 1 || !PyCode_Check(args[0])) Py_RETURN_NONE;
-  PyThreadState* ts = PyThreadState_Get();
-  FsFrame* frame = current_interpreter_frame(ts);
+// The frame `ts` runs when it is a frame of `code` (the frame a PY_START/PY_RETURN... event is
+// about), else null.
+FsFrame* event_frame(PyThreadState* ts, PyObject* code) {
+  FsFrame* frame = ts ? current_interpreter_frame(ts) : nullptr;
+  return frame && reinterpret_cast<PyObject*>(frame_code(frame)) == code ? frame : nullptr;
+}
+
+// Callbacks receive (code, offset, ...) as sys.monitoring passes them (vectorcall convention).
+
+// PY_START, PY_RESUME, PY_THROW(code, offset[, exc]): the fallback backend.
+PyObject* mon_enter(PyObject*, PyObject* const* args, size_t nargsf, PyObject*) {
+  if (PyVectorcall_NARGS(nargsf) < 1 || !PyCode_Check(args[0])) Py_RETURN_NONE;
+  PyThreadState* ts = current_thread_state();
+  FsFrame* frame = event_frame(ts, args[0]);
   PyCodeObject* code = reinterpret_cast<PyCodeObject*>(args[0]);
-  if (frame && frame_code(frame) != code) frame = nullptr;
   if (g_fb.python_frames) {
     if (FRAMESCOPE_UNLIKELY(t_first_event_epoch != g_tracer.epoch)) {
       t_first_event_epoch = g_tracer.epoch;
       if (frame && initial_frame_restarted(ts, frame)) Py_RETURN_NONE;  // open since the start
     }
     record_python_call(code, frame);
-  } else if (g_fb.hook_extras && frame) {
-    inline_frame_started(code, frame);
   }
   Py_RETURN_NONE;
 }
@@ -53,17 +59,33 @@ bool skipped_code_arg(PyObject* const* args, Py_ssize_t nargs) {
   return nargs >= 1 && PyCode_Check(args[0]) &&
          skipped_code(reinterpret_cast<PyCodeObject*>(args[0]));
 }
-// PY_RETURN, PY_YIELD, PY_UNWIND(code, offset, ...)
-PyObject* mon_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+// PY_RETURN, PY_YIELD, PY_UNWIND(code, offset, ...): the fallback backend.
+PyObject* mon_exit(PyObject*, PyObject* const* args, size_t nargsf, PyObject*) {
   if (g_fb.python_frames) {
     if (FRAMESCOPE_UNLIKELY(t_first_event_epoch != g_tracer.epoch)) {
       t_first_event_epoch = g_tracer.epoch;
       initial_frames_first_event(PyThreadState_Get());
     }
-    if (!skipped_code_arg(args, nargs)) record_python_return();
-  } else if (g_fb.hook_extras) {
-    PyThreadState* ts = PyThreadState_Get();
-    if (FsFrame* frame = current_interpreter_frame(ts)) {
+    if (!skipped_code_arg(args, PyVectorcall_NARGS(nargsf))) record_python_return();
+  }
+  Py_RETURN_NONE;
+}
+// PY_START of a code the frame-hook backend watches (inline_frames.h). These two run on every
+// call of a watched code (3.13's inlinable __init__s), so they do only what that needs.
+PyObject* watched_enter(PyObject*, PyObject* const* args, size_t nargsf, PyObject*) {
+  if (FRAMESCOPE_LIKELY(PyVectorcall_NARGS(nargsf) >= 1)) {
+    if (FsFrame* frame = event_frame(current_thread_state(), args[0])) {
+      inline_frame_started(reinterpret_cast<PyCodeObject*>(args[0]), frame);
+    }
+  }
+  Py_RETURN_NONE;
+}
+// PY_RETURN, PY_YIELD of a watched code, and PY_UNWIND of any (it cannot be local): the frame
+// hook backend's inline frames and frames open since the session's start (initial_frames.h).
+PyObject* watched_exit(PyObject*, PyObject* const* args, size_t nargsf, PyObject*) {
+  if (FRAMESCOPE_LIKELY(PyVectorcall_NARGS(nargsf) >= 1)) {
+    PyThreadState* ts = current_thread_state();
+    if (FsFrame* frame = event_frame(ts, args[0])) {
       inline_frame_ended(frame);
       initial_frame_ended(ts, frame);
     }
@@ -71,34 +93,65 @@ PyObject* mon_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 // CALL(code, offset, callable, arg0): `code` is the caller's
-PyObject* mon_call(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* mon_call(PyObject*, PyObject* const* args, size_t nargsf, PyObject*) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (g_fb.c_calls && nargs >= 3 && !skipped_code_arg(args, nargs)) record_c_call(args[2]);
   Py_RETURN_NONE;
 }
 // C_RETURN, C_RAISE(code, offset, callable, arg0)
-PyObject* mon_c_exit(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* mon_c_exit(PyObject*, PyObject* const* args, size_t nargsf, PyObject*) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (g_fb.c_calls && nargs >= 3 && !skipped_code_arg(args, nargs)) record_c_return(args[2]);
   Py_RETURN_NONE;
 }
 
-PyMethodDef kMonEnter = {"framescope_enter", (PyCFunction)(void (*)(void))mon_enter, METH_FASTCALL,
-                         nullptr};
-PyMethodDef kMonExit = {"framescope_exit", (PyCFunction)(void (*)(void))mon_exit, METH_FASTCALL,
-                        nullptr};
-PyMethodDef kMonCall = {"framescope_call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL,
-                        nullptr};
-PyMethodDef kMonCExit = {"framescope_c_exit", (PyCFunction)(void (*)(void))mon_c_exit,
-                         METH_FASTCALL, nullptr};
+// The callables registered with sys.monitoring: objects of a type of our own that CPython calls
+// through their vectorcall slot directly. A builtin function (PyCFunction) costs
+// cfunction_vectorcall_FASTCALL's recursion check and thread-state lookup on top, about 30
+// instructions per event (docs/performance.md), and 3.13 pays two events per call of an
+// inlinable __init__.
+struct MonitoringCallback {
+  PyObject_HEAD vectorcallfunc vectorcall;
+};
+
+PyMemberDef kCallbackMembers[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET,
+     static_cast<Py_ssize_t>(offsetof(MonitoringCallback, vectorcall)), Py_READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+PyType_Slot kCallbackSlots[] = {
+    {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+    {Py_tp_members, kCallbackMembers},
+    {Py_tp_doc, const_cast<char*>("A framescope sys.monitoring callback.")},
+    {0, nullptr},
+};
+PyType_Spec kCallbackSpec = {
+    "framescope._core.MonitoringCallback", sizeof(MonitoringCallback), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    kCallbackSlots};
+
+// A new callback object calling `fn` (null with an exception set).
+PyObject* new_callback(vectorcallfunc fn) {
+  static PyObject* type = PyType_FromSpec(&kCallbackSpec);  // kept for the process
+  if (!type) return nullptr;
+  auto* cb = PyObject_New(MonitoringCallback, reinterpret_cast<PyTypeObject*>(type));
+  if (!cb) return nullptr;
+  cb->vectorcall = fn;
+  return reinterpret_cast<PyObject*>(cb);
+}
 
 struct EventBinding {
   const char* event;
-  PyMethodDef* def;
-  bool python;  // a Python-frame event (else a C-call event)
+  vectorcallfunc fallback;  // with python_frames (the fallback backend) or c_calls
+  vectorcallfunc watched;   // for the frame hook's watched codes (hook_extras), or null
+  bool python;              // a Python-frame event (else a C-call event)
 };
 const EventBinding kBindings[] = {
-    {"PY_START", &kMonEnter, true}, {"PY_RESUME", &kMonEnter, true}, {"PY_THROW", &kMonEnter, true},
-    {"PY_RETURN", &kMonExit, true}, {"PY_YIELD", &kMonExit, true},   {"PY_UNWIND", &kMonExit, true},
-    {"CALL", &kMonCall, false},     {"C_RETURN", &kMonCExit, false}, {"C_RAISE", &kMonCExit, false},
+    {"PY_START", mon_enter, watched_enter, true}, {"PY_RESUME", mon_enter, nullptr, true},
+    {"PY_THROW", mon_enter, nullptr, true},       {"PY_RETURN", mon_exit, watched_exit, true},
+    {"PY_YIELD", mon_exit, watched_exit, true},   {"PY_UNWIND", mon_exit, watched_exit, true},
+    {"CALL", mon_call, nullptr, false},           {"C_RETURN", mon_c_exit, nullptr, false},
+    {"C_RAISE", mon_c_exit, nullptr, false},
 };
 
 PyObject* monitoring_module() {
@@ -124,13 +177,19 @@ bool monitoring_apply(PyObject* mon) {
   if (!events) return false;
   long mask = 0;
   for (const EventBinding& b : kBindings) {
-    bool want = b.python ? (g_fb.python_frames || g_fb.hook_extras) : g_fb.c_calls;
+    // The fallback backend records every Python frame itself; the frame hook's watched codes
+    // need only their own events.
+    vectorcallfunc fn = b.python ? (g_fb.python_frames ? b.fallback
+                                    : g_fb.hook_extras ? b.watched
+                                                       : nullptr)
+                                 : (g_fb.c_calls ? b.fallback : nullptr);
+    bool want = fn != nullptr;
     PyObject* ev = PyObject_GetAttrString(events, b.event);  // new
     if (!ev) {
       Py_DECREF(events);
       return false;
     }
-    PyObject* func = want ? PyCFunction_New(b.def, nullptr) : Py_NewRef(Py_None);  // new
+    PyObject* func = want ? new_callback(fn) : Py_NewRef(Py_None);  // new
     PyObject* r = func
                       ? PyObject_CallMethod(mon, "register_callback", "iOO", g_fb.tool_id, ev, func)
                       : nullptr;
