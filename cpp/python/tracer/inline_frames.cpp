@@ -73,17 +73,82 @@ PyCodeObject* inlinable_init_code(PyTypeObject* type) {
   return can_be_inlined(code) ? code : nullptr;
 }
 
-// Dict watcher on the dict of every heap type seen at the session's start: such a class may get
-// another __init__ during the session (`Cls.__init__ = f`, f made before the session under any
-// name, perhaps already called through another receiver, so registered unwatched), which the
-// specializer then inlines for it. A type watcher would not do: CPython reports a type's
-// modification before the new attribute is in its dict. Kept for the process: watcher ids are
-// few (8), and the dicts keep our bit.
+// True when no class deriving from `type` can have its instances' values inline (a
+// CALL_ALLOC_AND_ENTER_INIT site needs that): `type` lays out more than the object header (a
+// __slots__ entry, a C base with fields), which every subclass inherits (3.13 gives inline values
+// only to a class of basic size sizeof(PyObject) and item size 0, type_ready_managed_dict).
+bool subclasses_never_inline(PyTypeObject* type) {
+  return type->tp_basicsize != static_cast<Py_ssize_t>(sizeof(PyObject)) || type->tp_itemsize != 0;
+}
+
+// The class of `type`'s MRO whose own dict holds the __init__ `type` runs, when that __init__ is
+// a function of `code`; null otherwise. Borrowed.
+PyTypeObject* init_definer(PyTypeObject* type, PyCodeObject* code) {
+  PyObject* mro = type->tp_mro;
+  PyObject* name = init_name();
+  if (!mro || !PyTuple_Check(mro) || !name) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* base = PyTuple_GET_ITEM(mro, i);
+    if (!PyType_Check(base)) continue;
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(base)->tp_dict;
+    PyObject* init =
+        dict && PyDict_CheckExact(dict) ? PyDict_GetItemWithError(dict, name) : nullptr;
+    if (!init) {
+      if (PyErr_Occurred()) return nullptr;
+      continue;
+    }
+    return PyFunction_Check(init) && PyFunction_GET_CODE(init) == reinterpret_cast<PyObject*>(code)
+               ? reinterpret_cast<PyTypeObject*>(base)
+               : nullptr;
+  }
+  return nullptr;
+}
+
+// True when `name` is a __slots__ entry that lays out a field (__dict__ and __weakref__ are
+// managed outside the object's basic size on 3.13).
+bool is_field_slot(PyObject* name) {
+  return PyUnicode_CheckExact(name) && PyUnicode_CompareWithASCIIString(name, "__dict__") != 0 &&
+         PyUnicode_CompareWithASCIIString(name, "__weakref__") != 0;
+}
+
+// True when `dict` (a class statement's namespace, or a class's dict) holds a __slots__ with a
+// field: that class, and every class deriving from it, lays out more than the object header, so
+// no site inlines an __init__ for them (subclasses_never_inline). Reads the dict's own storage
+// only (no __getitem__ of a dict subclass runs).
+bool has_field_slots(PyObject* dict) {
+  PyObject* slots = PyDict_GetItemString(dict, "__slots__");  // borrowed, no error
+  if (!slots) return false;
+  if (PyUnicode_CheckExact(slots)) return is_field_slot(slots);
+  if (!PyTuple_CheckExact(slots) && !PyList_CheckExact(slots)) return false;
+  PyObject** items = PySequence_Fast_ITEMS(slots);
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(slots); ++i) {
+    if (is_field_slot(items[i])) return true;
+  }
+  return false;
+}
+
+// The namespace of `frame` when it runs a class statement's body (or exec() with separate
+// locals): a dict other than its globals. Borrowed; null otherwise.
+PyObject* class_body_namespace(FsFrame* frame) {
+  if (!frame || (frame_code(frame)->co_flags & CO_OPTIMIZED)) return nullptr;
+  PyObject* ns = frame->f_locals;
+  return ns && ns != frame->f_globals && PyDict_Check(ns) ? ns : nullptr;
+}
+
+// Dict watcher on the dict of every heap type seen at the session's start, and on the namespace
+// of every class statement run during the session (inline_frames_class_body_started). Such a
+// class may get another __init__ (`Cls.__init__ = f`, or `__init__ = f` in a class body, f made
+// before the session or under another name, perhaps already called through another receiver, so
+// registered unwatched), which the specializer then inlines for it. A type watcher would not do:
+// CPython reports a type's modification before the new attribute is in its dict. Kept for the
+// process: watcher ids are few (8), and the dicts keep our bit. -1 when none was free: then the
+// __init__ of a class with __slots__ is watched too (see subclasses_never_inline).
 int g_dict_watcher = -1;
 
 bool is_init_name(PyObject* name);
 
-int on_type_dict_event(PyDict_WatchEvent event, PyObject*, PyObject* key, PyObject* new_value) {
+int on_type_dict_event(PyDict_WatchEvent event, PyObject* dict, PyObject* key,
+                       PyObject* new_value) {
   if (!g_active || (event != PyDict_EVENT_ADDED && event != PyDict_EVENT_MODIFIED) || !key ||
       !new_value || !is_init_name(key) || !PyFunction_Check(new_value)) {
     return 0;
@@ -92,7 +157,7 @@ int on_type_dict_event(PyDict_WatchEvent event, PyObject*, PyObject* key, PyObje
   if (!can_be_inlined(code)) return 0;
   PyObject *t, *value, *tb;
   PyErr_Fetch(&t, &value, &tb);
-  watch(code);
+  if (!has_field_slots(dict)) watch(code);
   PyErr_Restore(t, value, tb);
   return 0;
 }
@@ -144,7 +209,13 @@ int on_function_event(PyFunction_WatchEvent event, PyFunctionObject* func, PyObj
   if (!is_init_name(c->co_name)) return 0;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
-  watch(c);
+  // A class body's __init__ is decided when the body stores it (on_type_dict_event): not at
+  // all when the class has __slots__ fields.
+  PyThreadState* ts = current_thread_state();
+  PyObject* ns = event == PyFunction_EVENT_CREATE && ts && g_dict_watcher >= 0
+                     ? class_body_namespace(current_interpreter_frame(ts))
+                     : nullptr;
+  if (!ns || !has_field_slots(ns)) watch(c);
   PyErr_Restore(type, value, tb);
   return 0;
 }
@@ -177,19 +248,32 @@ void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame) {
   if (!g_active || !frame || code->co_argcount < 1) return;
   // The __init__ its first argument's class runs, when a site can inline it for that class:
   // a class made during the session whose __init__ is a function made before (by any name).
-  // And any function named __init__, whatever its first receiver (a class with __slots__, a
-  // direct Base.__init__(self) call): registration happens once per session, and the same
-  // function may be the __init__ of a class a site inlines for (a class made during the
-  // session that shares it). Only these: every watched code pays two callbacks per call.
+  // And a function named __init__ whatever its first receiver (a direct Base.__init__(self)
+  // call, a subclass that cannot be inlined): registration happens once per session, and a
+  // class made during the session may inherit it and be inlined. Not when the class defining
+  // it lays out fields (__slots__): no class deriving from that one is inlined. Only these:
+  // every watched code pays two callbacks per call.
   PyObject* self = frame->localsplus[0];
-  const bool named_init = is_init_name(code->co_name) && can_be_inlined(code);
-  if (!named_init && (!self || PyCell_Check(self) || inlinable_init_code(Py_TYPE(self)) != code)) {
-    return;
-  }
+  const bool has_self = self && !PyCell_Check(self);
+  const bool inlined_for_self = has_self && inlinable_init_code(Py_TYPE(self)) == code;
+  if (!inlined_for_self && (!is_init_name(code->co_name) || !can_be_inlined(code))) return;
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);  // the hook may run a frame with an exception set
-  watch(code);
+  PyTypeObject* definer =
+      inlined_for_self || !has_self ? nullptr : init_definer(Py_TYPE(self), code);
+  PyErr_Clear();  // (a failed dict lookup: no definer, so watched, to be safe)
+  if (!definer || !subclasses_never_inline(definer) || g_dict_watcher < 0) watch(code);
   PyErr_Restore(type, value, tb);
+}
+
+void inline_frames_class_body_started(FsFrame* frame) {
+  if (!g_active || g_dict_watcher < 0) return;
+  if (PyObject* ns = class_body_namespace(frame)) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (PyDict_Watch(g_dict_watcher, ns) < 0) PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+  }
 }
 
 void inline_frame_started(PyCodeObject* code, FsFrame* frame) {
@@ -221,6 +305,7 @@ void inline_frame_ended(FsFrame* frame) {
 bool inline_frames_start() { return true; }
 void inline_frames_stop() {}
 void inline_frames_code_registered(PyCodeObject*, FsFrame*) {}
+void inline_frames_class_body_started(FsFrame*) {}
 void inline_frame_started(PyCodeObject*, FsFrame*) {}
 void inline_frame_ended(FsFrame*) {}
 #endif

@@ -23,6 +23,10 @@ void inline_frames_stop();
 /// a specialized site can enter for the class of the frame's first argument (`frame`, when not
 /// null, is a frame about to run the code).
 void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame);
+/// A frame running a class statement's body (a code without CO_OPTIMIZED, called through the
+/// hook at each run) is starting: watches its namespace, where an `__init__` stored may be one
+/// a site inlines (a function made before, shared with another class). Needs the GIL.
+void inline_frames_class_body_started(FsFrame* frame);
 /// sys.monitoring PY_START of a watched code: records the call when `frame` was entered inline.
 void inline_frame_started(PyCodeObject* code, FsFrame* frame);
 /// sys.monitoring PY_RETURN / PY_UNWIND: records the return of an inline frame recorded above.

@@ -199,10 +199,21 @@ uint64_t register_code(PyCodeObject* code, FsFrame* frame, int hook_throwflag) {
       extra->tracer_slow_path = true;
     }
 #endif
+#if FS_PY313
+    // A class body (or exec() code) comes here at each run: its namespace is watched then.
+    if (!(code->co_flags & CO_OPTIMIZED) && g_tracer.backend == TracerBackend::kFrameHook) {
+      extra->tracer_slow_path = true;
+    }
+#endif
     extra->compact_epoch =
         extra->compact_call_bits && !extra->tracer_slow_path ? g_tracer.epoch : kNoCompactEpoch;
     if (g_tracer.backend == TracerBackend::kFrameHook) inline_frames_code_registered(code, frame);
   }
+#if FS_PY313
+  if (frame && !(code->co_flags & CO_OPTIMIZED) && g_tracer.backend == TracerBackend::kFrameHook) {
+    inline_frames_class_body_started(frame);
+  }
+#endif
 #if FS_PY311
   // On 3.11+ calling a generator function evaluates its frame through the hook once, to run
   // RETURN_GENERATOR (3.10 builds the generator without evaluating). That call only creates the

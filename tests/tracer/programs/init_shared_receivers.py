@@ -1,7 +1,9 @@
 """__init__ functions whose first call in the session comes through another receiver than the
 class a specialized `Cls(...)` site (3.13: CALL_ALLOC_AND_ENTER_INIT) then enters them for: a
 __slots__ class sharing the function, a direct call, and an __init__ assigned to a class after it
-was made, before and during the session. A control class with its own __init__."""
+was made, before and during the session; a __slots__ class made in the session whose __init__ a
+class made after it shares, and a subclass of a class with empty __slots__. A control class with
+its own __init__."""
 
 
 def helper(x):
@@ -21,6 +23,13 @@ def init_value(self, x):
 
 class Existing:
     pass
+
+
+class EmptySlots:
+    __slots__ = ()
+
+    def __init__(self, x):  # empty __slots__: a subclass without __slots__ is inlinable
+        helper(x)
 
 
 class Control:
@@ -57,6 +66,28 @@ def work():
     MadeNow.__init__(h, 2)
     for i in range(30):
         MadeNow(i)
+
+    # A __slots__ class made now (its __init__ not watched), then a class sharing its __init__.
+    class MadeSlotted:
+        __slots__ = ("x",)
+
+        def __init__(self, x):
+            self.x = helper(x)
+
+    MadeSlotted(0)
+
+    class SharesMade:
+        __init__ = MadeSlotted.__init__
+
+    for i in range(30):
+        SharesMade(i)
+    EmptySlots(0)
+
+    class FromEmpty(EmptySlots):
+        pass
+
+    for i in range(30):
+        FromEmpty(i)
     for i in range(30):
         Control(i)
 
