@@ -188,7 +188,10 @@ def test_on_cpu_time_tells_waiting_from_working() -> None:
 def test_on_cpu_time_of_work_just_before_the_stop_is_kept() -> None:
     # The stop takes a reading of every thread at once. The final reading used to come from the
     # sampler's next period, up to 4 ms after the stop, so the CPU time of the session's last
-    # few ms was spread past its end: 6 ms of work read ~5 ms, 1 ms read ~0.3 ms.
+    # few ms was spread past its end: 6 ms of work read ~5 ms, 1 ms read ~0.3 ms, every time.
+    # Between two readings CPU time is shared out by wall time, so a preemption of the thread
+    # next to the function (a loaded machine) moves some of it to its neighbours: each length
+    # gets three tries, and one that keeps 90% passes.
     spun: dict[float, float] = {}
 
     def spin_to_the_end(seconds: float) -> None:
@@ -199,11 +202,16 @@ def test_on_cpu_time_of_work_just_before_the_stop_is_kept() -> None:
         spun[seconds] = time.thread_time() - t0
 
     for seconds in (0.006, 0.012):
-        with framescope.profile() as prof:
-            spin_to_the_end(seconds)
-        (entry,) = [e for e in prof.key_averages() if e.key.endswith("spin_to_the_end")]
-        assert entry.on_cpu_time_total is not None
-        assert entry.on_cpu_time_total >= 0.9 * spun[seconds] * 1e6, (seconds, entry)
+        kept = []
+        for _ in range(3):
+            with framescope.profile() as prof:
+                spin_to_the_end(seconds)
+            (entry,) = [e for e in prof.key_averages() if e.key.endswith("spin_to_the_end")]
+            assert entry.on_cpu_time_total is not None
+            kept.append(entry.on_cpu_time_total / (spun[seconds] * 1e6))
+            if kept[-1] >= 0.9:
+                break
+        assert max(kept) >= 0.9, (seconds, kept)
 
 
 def test_no_cpu_time_when_disabled() -> None:

@@ -20,8 +20,10 @@ bool inline_frames_start();
 /// Forgets the frames entered so far. Needs the GIL.
 void inline_frames_stop();
 /// Called once per code object and session (register_code): watches it when it is the __init__
-/// a specialized site can enter for the class of the frame's first argument (`frame`, when not
-/// null, is a frame about to run the code).
+/// a specialized site can enter for the class of the frame's first argument, or a function named
+/// __init__ that a class made later could inherit (not when the class defining it has __slots__
+/// fields: no class deriving from it is inlined). `frame`, when not null, is a frame about to run
+/// the code.
 void inline_frames_code_registered(PyCodeObject* code, FsFrame* frame);
 /// A frame running a class statement's body (a code without CO_OPTIMIZED, called through the
 /// hook at each run) is starting: watches its namespace, where an `__init__` stored may be one
