@@ -448,9 +448,9 @@ def test_inline_init_open_across_two_sessions(backend: str) -> None:
         t.join()
     # The second session sees that frame open from its start, ended once at its real return;
     # nothing of the first session's bookkeeping ends another frame of the thread.
-    (init,) = [e for e in second.events() if e.name.endswith(qual("Waiter.__init__"))]
+    (init,) = calls_of(second, Waiter.__init__.__code__)
     (maker,) = [e for e in second.events() if e.name.endswith(": make_waiters")]
     assert init.parent is not None and second.events()[init.parent].name == maker.name
     assert maker.start_ns <= init.start_ns <= init.end_ns <= maker.end_ns
     assert not init.open_at_stop and not maker.open_at_stop
-    assert len([e for e in first.events() if e.name.endswith(qual("Waiter.__init__"))]) == 1
+    assert len(calls_of(first, Waiter.__init__.__code__)) == 1
