@@ -23,7 +23,9 @@
 //      action's (SKIP: None, RUN_ONLY: False) while it runs.
 // The common case -- the code's most recently hit entry caches the frame's own code and its guard
 // holds -- takes eval_head_entry(), the same steps in one function (docs/performance.md has what
-// each costs); anything else there continues in the general walk.
+// each costs); anything else there continues in the general walk. When that entry's guard is
+// `bool` itself, its result is read from the frame (no code runs), and a hit runs the frame at
+// once (eval_truth_guard_entry()).
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
 #include <new>
@@ -748,11 +750,10 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
 // is bool(f_locals), which reads the frame and runs no Python code, so nothing the lookup
 // protects against can happen meanwhile (a guard that resets the code, sets another callback,
 // adds entries, keeps the view, or is intercepted itself), and the lookup comes down to the
-// guard's result. The caller checked what eval_head_entry() is taken for (head_entry_path) and
-// that nothing observes ranges (the Cache Lookup range is then recorded by the lookup, whose
-// observers may run code). Deep C stacks take the lookup, which checks them. When the guard does
-// not hold, the lookup runs it again (no harm: it has no effects) and goes on as usual (the
-// guard fail hook, the walk, the callback).
+// guard's result. The caller checked what eval_head_entry() is taken for (head_entry_path), and
+// sees to the Cache Lookup range (run_truth_hit_in_range). Deep C stacks take the lookup, which
+// checks them. When the guard does not hold, the lookup runs it again (no harm: it has no
+// effects) and goes on as usual (the guard fail hook, the walk, the callback).
 FRAMESCOPE_ALWAYS_INLINE bool truth_guard_holds_at_once(FsFrame* frame) {
   char marker;
   return FRAMESCOPE_LIKELY(reinterpret_cast<uintptr_t>(&marker) >=
