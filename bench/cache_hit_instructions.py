@@ -6,7 +6,10 @@ one process to the next, instruction counts do not. This bench runs one process 
 
 - ``plain``: no hook; ``noop_hook``: framescope's no-op PEP 523 hook (the floor of any hook);
 - ``hook_skip``: the eval_frame API's callback set, f's code skipped (its stored action SKIP);
-- ``hit_c``: a cached entry running f's own code, guarded by a C callable (``bool``);
+- ``hit_c``: a cached entry running f's own code, guarded by a C callable (``bool``, whose
+  result the eval_frame API reads from the frame without calling it: see docs/performance.md);
+- ``hit_c_call``: the same guarded by another C callable, called as any guard is
+  (``operator.truth``, a builtin function);
 - ``hit_py``: the same with a trivial Python guard (``lambda f_locals: True``);
 - ``shadow_c``: a cached entry running another code object (a shadow call), C guard;
 - ``session_hit_c``: ``hit_c`` inside a session that records ranges only (``with_stack=False``):
@@ -47,10 +50,11 @@ sys.path.insert(0, BENCH_DIR)
 from _callgrind import parse_part  # noqa: E402
 
 RESULTS = os.path.join(BENCH_DIR, "results", "cache_hit_instructions.json")
-CONFIGS = ("plain", "noop_hook", "hook_skip", "hit_c", "hit_py", "shadow_c", "session_hit_c",
-           "traced_plain", "traced_hit_c")
+CONFIGS = ("plain", "noop_hook", "hook_skip", "hit_c", "hit_c_call", "hit_py", "shadow_c",
+           "session_hit_c", "traced_plain", "traced_hit_c")
 #: Each configuration whose breakdown is reported, and the one it is compared with.
-BASES = {"hit_c": "noop_hook", "hit_py": "noop_hook", "hook_skip": "noop_hook",
+BASES = {"hit_c": "noop_hook", "hit_c_call": "noop_hook", "hit_py": "noop_hook",
+         "hook_skip": "noop_hook",
          "shadow_c": "noop_hook",
          "session_hit_c": "hit_c", "traced_hit_c": "traced_plain"}
 #: Source files whose lines --lines reports (the eval_frame API and what it inlines).
@@ -59,7 +63,8 @@ LINE_SOURCES = ("eval_frame_lookup.cpp", "eval_frame_internal.h", "eval_frame_lo
                 "frame_hook.cpp", "frame_hook.h", "py_compat.h", "clock.h")
 
 WORKER = r"""
-import os, sys
+import operator, os, sys
+from itertools import repeat
 import framescope
 from framescope import _core
 from framescope import eval_frame as ef
@@ -71,7 +76,9 @@ def f(x):
     return x + 1
 
 def calls(n):
-    for _ in range(n):
+    # repeat(), not range(): range's ints past 256 are allocated, and where the allocator's
+    # pools stand differs between loops by a few instructions per call.
+    for _ in repeat(None, n):
         f(1)
 
 def f_other(x):
@@ -99,7 +106,8 @@ def setup(config):
     if config.startswith(("session", "traced")):
         session = framescope.profile(with_stack=config.startswith("traced"), cpu_time=False)
         session.start()
-    cb = {{"hook_skip": skipping, "hit_c": caching(bool), "hit_py": caching(py_guard),
+    cb = {{"hook_skip": skipping, "hit_c": caching(bool), "hit_c_call": caching(operator.truth),
+           "hit_py": caching(py_guard),
            "shadow_c": caching(bool, f_other.__code__),
            "session_hit_c": caching(bool), "traced_hit_c": caching(bool)}}.get(config)
     prior = ef.set_eval_frame(cb) if cb is not None else None

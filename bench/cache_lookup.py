@@ -6,7 +6,9 @@ Prints, for the running Python, beside the targets of issue 4:
 - the added cost per call of a cache hit against a plain call, and that cost beyond the guard's
   own (target <= 150 ns), for a cached entry that runs the frame's own code and for one that runs
   another code object (a shadow call);
-- the C-guard hit (``bool``) beyond the no-op hook, and inside a session that records the
+- the C-guard hit (``bool``, whose result the eval_frame API reads from the frame) beyond the
+  no-op hook, and a hit of a C guard that is called (``operator.truth``, a builtin function);
+- the ``bool`` hit beyond the no-op hook inside a session that records the
   ``Cache Lookup`` events (ranges only, ``with_stack=False``);
 - for context: the PEP 523 hook alone (a callback that skips everything) and framescope's no-op
   hook (the floor of any frame hook).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import os
 import platform
 import statistics
@@ -148,11 +151,13 @@ def measure_raw(n: int, repeat: int) -> dict[str, Any]:
     d = {"x": 1}
     hit_py_cb = caching(f.__code__, trivial_guard)
     hit_c_cb = caching(f.__code__, bool)
+    hit_c_call_cb = caching(f.__code__, operator.truth)
     shadow_cb = caching(f_other.__code__, trivial_guard)
     variants: dict[str, Callable[[], float]] = {
         "plain": lambda: per_call_ns(calls, n),
         "hit_py": lambda: per_call_ns(calls, n, callback=hit_py_cb),
         "hit_c": lambda: per_call_ns(calls, n, callback=hit_c_cb),
+        "hit_c_call": lambda: per_call_ns(calls, n, callback=hit_c_call_cb),
         "hit_c_session": lambda: in_session(lambda: per_call_ns(calls, n, callback=hit_c_cb)),
         "shadow_py": lambda: per_call_ns(calls, n, callback=shadow_cb),
         "hook_only": lambda: per_call_ns(calls, n, callback=skip_all),
@@ -201,6 +206,7 @@ def derive(raw: dict[str, Any]) -> dict[str, Any]:
         "hit_beyond_guard_ns": best["hit_py"] - plain - guard,
         "hit_added_ns_c_guard": best["hit_c"] - plain,
         "hit_c_beyond_noop_hook_ns": best["hit_c"] - best["noop_hook"],
+        "hit_added_ns_c_guard_called": best["hit_c_call"] - plain,
         "hit_added_ns_c_guard_in_session": best["hit_c_session"] - plain,
         "hit_added_ns_run_only": best["hit_py_run_only"] - plain,
         "shadow_hit_added_ns": best["shadow_py"] - plain,
@@ -246,6 +252,8 @@ def report(r: dict[str, Any]) -> str:
             line("  the same beyond the no-op hook", r["hit_c_beyond_noop_hook_ns"]),
             line("  the same in a session (Cache Lookup recorded)",
                  r["hit_added_ns_c_guard_in_session"]),
+            line("cache hit, added per call (C guard called: operator.truth)",
+                 r["hit_added_ns_c_guard_called"]),
             line("cache hit in run-only mode (False), added per call", r["hit_added_ns_run_only"]),
             *(
                 [line("cache hit, isolated callback, added per call", r["hit_added_ns_isolated"])]
@@ -267,6 +275,7 @@ COMPARED = [
     ("hit_added_ns_c_guard", "cache hit, added per call (C guard)"),
     ("hit_c_beyond_noop_hook_ns", "  the same beyond the no-op hook"),
     ("hit_added_ns_c_guard_in_session", "  the same in a session (Cache Lookup recorded)"),
+    ("hit_added_ns_c_guard_called", "cache hit, added per call (C guard called)"),
     ("hit_added_ns_run_only", "cache hit in run-only mode, added per call"),
     ("hit_added_ns_isolated", "cache hit, isolated callback, added per call"),
     ("shadow_hit_added_ns", "other-code hit (shadow call), added per call"),

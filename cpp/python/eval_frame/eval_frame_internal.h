@@ -71,6 +71,10 @@ struct CacheEntryObject {
   /// label).
   PyObject* isolation;
   bool same_code;  ///< `code` is the intercepted code itself: run the frame as it is
+  /// same_code, and check_fn is `bool`: the guard's result is the truth of f_locals, which
+  /// reads the frame and runs no Python code (see frame_binds_a_value), so a hit needs none of
+  /// the lookup's protections against guards that run code (eval_api_frame's truth-guard path).
+  bool truth_guard_own_code;
 };
 
 /// What a callback returns to cache and run code: GuardedCode(code=..., check_fn=...).
@@ -124,8 +128,8 @@ extern Py_ssize_t g_frames_unwound;
 
 struct ThreadGuardObject;
 
-/// The eval_frame API's per-thread state besides hook_thread().eval_callback. Trivially constructible:
-/// initial-exec TLS read on every intercepted frame.
+/// The eval_frame API's per-thread state besides hook_thread().eval_callback. Trivially
+/// constructible: initial-exec TLS read on every intercepted frame.
 struct EvalThread {
   /// Borrowed: the next unstarted frame running this code is a shadow call made by
   /// run_entry_code(), and runs as it is (no lookup).
@@ -228,6 +232,19 @@ inline PyObject* frame_free_cell(FsFrame* f, int j) noexcept {
   PyCodeObject* co = f->f_code;
   return f->f_localsplus[co->co_nlocals + PyTuple_GET_SIZE(co->co_cellvars) + j];
 #endif
+}
+
+/// Whether an unstarted frame's f_locals binds a value after the first argument (its truth, when
+/// the first argument is unbound): any argument slot or shown free variable.
+bool frame_binds_a_later_value(FsFrame* f) noexcept;
+
+/// The truth of an unstarted frame's f_locals (a FrameLocals view of it): whether any argument or
+/// shown free variable is bound. Reads the frame only, runs no Python code. Inline: most frames
+/// answer with their first argument.
+FRAMESCOPE_ALWAYS_INLINE bool frame_binds_a_value(FsFrame* f) noexcept {
+  PyCodeObject* co = frame_code(f);
+  if (FRAMESCOPE_LIKELY(co->co_argcount > 0 && frame_argument(f, 0))) return true;
+  return frame_binds_a_later_value(f);
 }
 
 /// Name of argument slot `i` / free variable `j` (borrowed).

@@ -96,18 +96,7 @@ Py_ssize_t locals_length(PyObject* self_obj) {
 // plausible guard, and PyObject_IsTrue asks nb_bool before the length).
 int locals_bool(PyObject* self_obj) {
   auto* self = reinterpret_cast<FrameLocalsObject*>(self_obj);
-  if (FsFrame* f = self->frame) {
-    PyCodeObject* co = frame_code(f);
-    if (co->co_argcount > 0 && frame_argument(f, 0)) return 1;  // most frames: a first argument
-    for (int i = 0, nargs = code_arg_slots(co); i < nargs; i++) {
-      if (frame_argument(f, i)) return 1;
-    }
-    for (int j = 0, nfree = shown_free_count(co); j < nfree; j++) {
-      PyObject* cell = frame_free_cell(f, j);
-      if (cell && PyCell_Check(cell) && PyCell_GET(cell)) return 1;
-    }
-    return 0;
-  }
+  if (FsFrame* f = self->frame) return frame_binds_a_value(f);
   return self->snapshot && PyDict_GET_SIZE(self->snapshot) > 0;
 }
 
@@ -352,6 +341,18 @@ bool eval_frame_locals_init(PyObject* module) {
   t->tp_methods = g_locals_methods;
   if (PyType_Ready(t) < 0) return false;
   return PyModule_AddObjectRef(module, "FrameLocals", reinterpret_cast<PyObject*>(t)) == 0;
+}
+
+bool frame_binds_a_later_value(FsFrame* f) noexcept {
+  PyCodeObject* co = frame_code(f);
+  for (int i = 0, nargs = code_arg_slots(co); i < nargs; i++) {
+    if (frame_argument(f, i)) return true;
+  }
+  for (int j = 0, nfree = shown_free_count(co); j < nfree; j++) {
+    PyObject* cell = frame_free_cell(f, j);
+    if (cell && PyCell_Check(cell) && PyCell_GET(cell)) return true;
+  }
+  return false;
 }
 
 }  // namespace framescope::py

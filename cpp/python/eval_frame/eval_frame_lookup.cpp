@@ -23,10 +23,13 @@
 //      action's (SKIP: None, RUN_ONLY: False) while it runs.
 // The common case -- the code's most recently hit entry caches the frame's own code and its guard
 // holds -- takes eval_head_entry(), the same steps in one function (docs/performance.md has what
-// each costs); anything else there continues in the general walk.
+// each costs); anything else there continues in the general walk. When that entry's guard is
+// `bool` itself, its result is read from the frame (no code runs), and a hit runs the frame at
+// once (eval_truth_guard_entry()).
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
 #include <new>
+#include <type_traits>
 
 #include "framescope/record_function.h"
 #include "tracer/tracer.h"
@@ -585,6 +588,9 @@ class LookupRange {
       start();
     }
   }
+  /// Inert until start_lean().
+  struct Deferred {};
+  explicit LookupRange(Deferred) noexcept {}
   ~LookupRange() { end(); }
   LookupRange(const LookupRange&) = delete;
   LookupRange& operator=(const LookupRange&) = delete;
@@ -607,16 +613,32 @@ class LookupRange {
     std::launder(reinterpret_cast<RecordFunction*>(observed_))->~RecordFunction();  // ends it
   }
 
+  /// Starts the range (of an inert one) when it is recorded leanly, which runs no code; false,
+  /// still inert, when it would be observed some other way (a RecordFunction, whose callbacks
+  /// may run code) or not recorded on this thread.
+  FRAMESCOPE_ALWAYS_INLINE bool start_lean() noexcept {
+    internal::ThreadBuffer* b = internal::current_buffer();
+    if (!is_lean(b)) return false;
+    begin_lean(b);
+    return true;
+  }
+
  private:
   enum State : uint8_t { kInert, kLean, kObserved };
+  static FRAMESCOPE_ALWAYS_INLINE bool is_lean(internal::ThreadBuffer* b) noexcept {
+    return b != nullptr && !internal::have_callbacks() && !b->record_shapes;
+  }
+  FRAMESCOPE_ALWAYS_INLINE void begin_lean(internal::ThreadBuffer* b) noexcept {
+    epoch_ = internal::t_slot.epoch;
+    seq_ = b->append(now_ticks(),
+                     internal::range_begin_word(kCacheLookupName, RecordScope::kFunction));
+    buffer_ = b;
+    state_ = kLean;
+  }
   FRAMESCOPE_ALWAYS_INLINE void start() noexcept {
     internal::ThreadBuffer* b = internal::current_buffer();
-    if (FRAMESCOPE_LIKELY(b != nullptr && !internal::have_callbacks() && !b->record_shapes)) {
-      epoch_ = internal::t_slot.epoch;
-      seq_ = b->append(now_ticks(),
-                       internal::range_begin_word(kCacheLookupName, RecordScope::kFunction));
-      buffer_ = b;
-      state_ = kLean;
+    if (FRAMESCOPE_LIKELY(is_lean(b))) {
+      begin_lean(b);
     } else {
       new (observed_) RecordFunction(kCacheLookupName);
       state_ = kObserved;
@@ -631,6 +653,12 @@ class LookupRange {
   // The kObserved state's range, built in place (a std::optional would add its own flag to
   // test on every lookup).
   alignas(RecordFunction) unsigned char observed_[sizeof(RecordFunction)];
+};
+
+// What eval_head_entry() has in place of a LookupRange when nothing observed ranges as the lookup
+// began (a LookupRange would then stay inert: its test, state and end are left out).
+struct NoLookupRange {
+  void end() noexcept {}
 };
 
 // Runs `entry` (a new reference, given back here), caching another code object, on a fresh
@@ -657,7 +685,10 @@ FRAMESCOPE_NOINLINE PyObject* finish_head_lookup(PyThreadState* ts, FsFrame* fra
 // guard changed the code's strategy -- continues in walk_from() and conclude_lookup(), exactly
 // as intercept() would have gone on. The same Cache Lookup range covers the guards.
 // Out of line: eval_api_frame() stays a small dispatcher (skipped codes and started frames pay
-// for none of this function's registers and stack).
+// for none of this function's registers and stack). Two variants: kRange when something
+// observed ranges as the lookup began (a session recording them), else one without the range's
+// state on its stack and in its registers.
+template <bool kRange>
 FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame, PyCodeObject* code,
                                               EvalState* st, CacheEntryObject* e) {
   HookThread& h = hook_thread();
@@ -679,7 +710,7 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
   // (reset_code, the code's death), so while `st` is not detached `e` lives on.
   PyObject* check_fn = Py_NewRef(e->check_fn);
   {
-    LookupRange range;
+    std::conditional_t<kRange, LookupRange, NoLookupRange> range;
     const int ok = call_guard(check_fn, locals);
     if (FRAMESCOPE_UNLIKELY(ok <= 0 || st->detached)) {
       // walk_from() goes on from e, holding it; a detached state's e may be gone (null).
@@ -713,6 +744,67 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
     return run_swapped(ts, frame, 0, recursive, nullptr);
   }
   return run_other_code(ts, frame, other, recursive);
+}
+
+// A hit of the head entry `e` when e->truth_guard_own_code, decided without a lookup: its guard
+// is bool(f_locals), which reads the frame and runs no Python code, so nothing the lookup
+// protects against can happen meanwhile (a guard that resets the code, sets another callback,
+// adds entries, keeps the view, or is intercepted itself), and the lookup comes down to the
+// guard's result. The caller checked what eval_head_entry() is taken for (head_entry_path), and
+// sees to the Cache Lookup range (run_truth_hit_in_range). Deep C stacks take the lookup, which
+// checks them. When the guard does not hold, the lookup runs it again (no harm: it has no
+// effects) and goes on as usual (the guard fail hook, the walk, the callback).
+FRAMESCOPE_ALWAYS_INLINE bool truth_guard_holds_at_once(FsFrame* frame) {
+  char marker;
+  return FRAMESCOPE_LIKELY(reinterpret_cast<uintptr_t>(&marker) >=
+                           hook_thread().stack_check_below) &&
+         frame_binds_a_value(frame);
+}
+
+// The hit truth_guard_holds_at_once() found, while something observes ranges: its Cache Lookup
+// range is recorded around the guard, as eval_head_entry() records it, when that takes two
+// appends (which run no code); otherwise (the range would be observed by callbacks, which may
+// run code) the lookup runs as usual.
+FRAMESCOPE_NOINLINE PyObject* run_truth_hit_in_range(PyThreadState* ts, FsFrame* frame,
+                                                     PyCodeObject* code, EvalState* st,
+                                                     CacheEntryObject* e) {
+  {
+    LookupRange range{LookupRange::Deferred{}};
+    if (!range.start_lean()) return eval_head_entry<true>(ts, frame, code, st, e);
+    // The guard again, inside its range (it has no effects, and reads the same frame as the
+    // caller's test did: it holds). Never false; if it were, the lookup would go on in a range of
+    // its own.
+    if (FRAMESCOPE_UNLIKELY(!frame_binds_a_value(frame))) {
+      range.end();
+      return eval_head_entry<true>(ts, frame, code, st, e);
+    }
+  }
+  return run_frame(ts, frame, 0);
+}
+
+// eval_head_entry() in the variant for whether something observes ranges now.
+FRAMESCOPE_ALWAYS_INLINE PyObject* eval_head_entry_here(PyThreadState* ts, FsFrame* frame,
+                                                        PyCodeObject* code, EvalState* st,
+                                                        CacheEntryObject* e) {
+  if (FRAMESCOPE_UNLIKELY(internal::g_range_consumers.load(std::memory_order_relaxed) != 0)) {
+    return eval_head_entry<true>(ts, frame, code, st, e);
+  }
+  return eval_head_entry<false>(ts, frame, code, st, e);
+}
+
+// A head entry with truth_guard_own_code (eval_api_frame() checked head_entry_path()): a hit
+// runs the frame at once (truth_guard_holds_at_once), anything else takes eval_head_entry().
+// Out of line, so that eval_api_frame()'s other paths keep its small frame.
+FRAMESCOPE_NOINLINE PyObject* eval_truth_guard_entry(PyThreadState* ts, FsFrame* frame,
+                                                     PyCodeObject* code, EvalState* st,
+                                                     CacheEntryObject* e) {
+  if (FRAMESCOPE_LIKELY(truth_guard_holds_at_once(frame))) {
+    if (FRAMESCOPE_LIKELY(internal::g_range_consumers.load(std::memory_order_relaxed) == 0)) {
+      return run_frame(ts, frame, 0);
+    }
+    return run_truth_hit_in_range(ts, frame, code, st, e);
+  }
+  return eval_head_entry_here(ts, frame, code, st, e);
 }
 
 // A fresh frame of a code whose stored strategy is not (DEFAULT, DEFAULT): out of the common path.
@@ -757,7 +849,10 @@ PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
       return eval_with_strategy(ts, frame, code, st);
     }
     if (CacheEntryObject* e = st->head) {
-      if (FRAMESCOPE_LIKELY(head_entry_path(e))) return eval_head_entry(ts, frame, code, st, e);
+      if (FRAMESCOPE_LIKELY(head_entry_path(e))) {
+        if (e->truth_guard_own_code) return eval_truth_guard_entry(ts, frame, code, st, e);
+        return eval_head_entry_here(ts, frame, code, st, e);
+      }
     } else if (hook_thread().eval_callback == Py_False) {
       return run_frame(ts, frame, 0);
     }

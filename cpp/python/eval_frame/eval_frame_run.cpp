@@ -302,6 +302,7 @@ CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyOb
   e->kwonly_names = kwonly_names;
   e->isolation = Py_XNewRef(isolation);
   e->same_code = same;
+  e->truth_guard_own_code = same && check_fn == reinterpret_cast<PyObject*>(&PyBool_Type);
   ++g_live_entries;
   PyObject_GC_Track(e);
   return e;
