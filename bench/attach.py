@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/attach.py: what ``framescope attach`` costs a running program, and how fast it is.
 
-    python bench/attach.py [--phase S] [--repeat N]
+    python bench/attach.py [--phase S] [--repeat N] [--pythonmalloc malloc] [--output JSON]
     python bench/attach.py --latency N      # the latency only, N attaches to the target alone
 
 In one run, on one program (a loop of small Python calls, run by the base interpreter: no
@@ -21,8 +21,11 @@ framescope in it) that prints its loop rate every 20 ms of CPU time:
   (time.thread_time), the medians of the 20 ms CPU intervals of each phase: on a loaded
   machine the wall-clock rate measures the other processes, not the program.
 
-Prints the figures with the load average and writes bench/results/attach.json. Not a test: the
-figures depend on the machine (and its load); compare ratios from one run.
+Prints the figures with the load average and writes bench/results/attach.json (or --output).
+Not a test: the figures depend on the machine (and its load); compare ratios from one run.
+After/before also depends on which pool of pymalloc the loop's short-lived ints land in after
+the window, a state any thread's allocations change (docs/attach.md, "What is left of
+after/before"); --pythonmalloc malloc runs the three loops without pymalloc.
 """
 from __future__ import annotations
 
@@ -136,8 +139,13 @@ def task_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
+# The environment of the three loops (--pythonmalloc sets PYTHONMALLOC in it).
+LOOP_ENV = dict(os.environ)
+
+
 def start(cmd: list[str]) -> tuple[subprocess.Popen[str], Rates]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=LOOP_ENV)
     return proc, Rates(proc)
 
 
@@ -307,7 +315,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency", type=int, metavar="N",
                         help="only the latency: N attaches in a row to the target alone")
+    parser.add_argument("--pythonmalloc", metavar="ALLOCATOR",
+                        help="PYTHONMALLOC for the three loops (malloc: no pymalloc, whose pool "
+                             "list a window reorders; see docs/attach.md)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="results JSON")
     args = parser.parse_args()
+    if args.pythonmalloc:
+        LOOP_ENV["PYTHONMALLOC"] = args.pythonmalloc
     if args.latency:
         latency_only(args.latency)
         return
@@ -365,8 +379,9 @@ def main() -> None:
     print("  runs: " + ", ".join(f"{r['after_vs_before']:.3f}" for r in runs)
           + "; the same figure for the `framescope run` companion, never attached (noise): "
           + ", ".join(f"{r['null_after_vs_before']:.3f}" for r in runs))
-    write_results(RESULTS, {
+    write_results(args.output, {
         "machine": machine_info(),
+        "pythonmalloc": args.pythonmalloc,
         "load_average_before": load_before,
         "load_average_after": load_after,
         "phase_seconds": args.phase,
