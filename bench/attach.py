@@ -149,7 +149,7 @@ def start(cmd: list[str]) -> tuple[subprocess.Popen[str], Rates]:
     return proc, Rates(proc)
 
 
-def attach_run(phase: float, workdir: str) -> dict[str, float]:
+def attach_run(phase: float, workdir: str, probe_line: str | None = None) -> dict[str, float]:
     """One attach of the target, with two companions running the same loop at the same time:
     a control (plain python, never attached) and the program under ``framescope run``. The
     machine's load changes all three alike, so the ratios compare like with like."""
@@ -178,12 +178,18 @@ def attach_run(phase: float, workdir: str) -> dict[str, float]:
         after_start = max(released, time.monotonic_ns()) + 300_000_000
         time.sleep((after_start - time.monotonic_ns()) / 1e9 + phase)
         after_end = time.monotonic_ns()
+        probed = {}
+        if probe_line:  # after the phases: gdb stops the target while it counts
+            from attach_after_factors import probe
+
+            probed["after_pool_unlinks_per_call"] = probe(pid, probe_line, workdir)
         phases = {"before": (before_start, before_end), "during": (window_start, window_end),
                   "after": (after_start, after_end)}
         # The first attach's latency (framescope not yet imported in the target), measured
         # with the companions running.
         result = {f"first_{k}": v for k, v in window.items()
                   if k not in ("window_start", "window_end", "released")}
+        result.update(probed)
         for name, (a, b) in phases.items():
             result[f"target_{name}"] = rates.between(a, b)
             result[f"control_{name}"] = control_rates.between(a, b)
@@ -319,6 +325,10 @@ def main() -> None:
                         help="PYTHONMALLOC for the three loops (malloc: no pymalloc, whose pool "
                              "list a window reorders; see docs/attach.md)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results JSON")
+    parser.add_argument("--probe-line", metavar="FILE:LINE",
+                        help="after the after phase, count how often the target passes this "
+                             "CPython source line per loop call (bench/attach_after_factors.py; "
+                             "3.13.0: obmalloc.c:1940, pymalloc's pool-full unlink)")
     args = parser.parse_args()
     if args.pythonmalloc:
         LOOP_ENV["PYTHONMALLOC"] = args.pythonmalloc
@@ -329,7 +339,7 @@ def main() -> None:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as workdir:
         for i in range(args.repeat):
-            run = attach_run(args.phase, workdir)
+            run = attach_run(args.phase, workdir, args.probe_line)
             run["during_vs_run"] = run["target_during"] / run["run_during"]
             run["after_vs_before"] = run["paired_after"] / run["paired_before"]
             run["null_after_vs_before"] = run["null_paired_after"] / run["null_paired_before"]
