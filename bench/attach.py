@@ -325,10 +325,11 @@ def main() -> None:
                         help="PYTHONMALLOC for the three loops (malloc: no pymalloc, whose pool "
                              "list a window reorders; see docs/attach.md)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results JSON")
-    parser.add_argument("--probe-line", metavar="FILE:LINE",
+    parser.add_argument("--probe-line", metavar="WHERE",
                         help="after the after phase, count how often the target passes this "
-                             "CPython source line per loop call (bench/attach_after_factors.py; "
-                             "3.13.0: obmalloc.c:1940, pymalloc's pool-full unlink)")
+                             "CPython source line or (inlined) function per loop call "
+                             "(bench/attach_after_factors.py): pymalloc_pool_extend (any "
+                             "version) or 3.13.0's obmalloc.c:1940, pymalloc's pool-full unlink")
     args = parser.parse_args()
     if args.pythonmalloc:
         LOOP_ENV["PYTHONMALLOC"] = args.pythonmalloc

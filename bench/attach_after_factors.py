@@ -26,9 +26,10 @@ action, or nothing) beside a control, and times after/before around one action o
 
 ``ACTION@malloc`` runs both loops with PYTHONMALLOC=malloc (no pymalloc). ``--probe-line``
 also counts, under gdb, before the first phase and after the last, how often the target passes
-a line of CPython's source per call of range_iter (once per call of the loop's functions):
-with 3.13.0's ``obmalloc.c:1940`` (pymalloc unlinking a pool of used blocks that has just
-become full: see docs/attach.md, "What is left of after/before") it tells the allocator's state.
+a line of CPython's source (or an inlined function) per call of range_iter (once per call of
+the loop's functions): with 3.13.0's ``obmalloc.c:1940`` (pymalloc unlinking a pool of used
+blocks that has just become full: see docs/attach.md, "What is left of after/before"), or
+``pymalloc_pool_extend`` on any version, it tells the allocator's state.
 
 Actions are interleaved (each round runs every action once, in a shuffled order). Prints, per
 action, the median after/before (the target's rate over the control's nearest in time, median
@@ -307,11 +308,12 @@ def main() -> None:
     parser.add_argument("--phase", type=float, default=4.0)
     parser.add_argument("--actions", default=",".join(ACTIONS))
     parser.add_argument("--tag", default="")
-    parser.add_argument("--probe-line", metavar="FILE:LINE",
+    parser.add_argument("--probe-line", metavar="WHERE",
                         help="count, before and after, the passes of the target's threads on "
-                             "this CPython source line (gdb, libpython's debug information): "
-                             "3.13.0's obmalloc.c:1940 is pymalloc unlinking a pool that just "
-                             "became full")
+                             "this CPython source line or (inlined) function (gdb, libpython's "
+                             "debug information): 3.13.0's obmalloc.c:1940 is pymalloc "
+                             "unlinking a pool that just became full; pymalloc_pool_extend, "
+                             "entered then or to carve a fresh block, works on any version")
     args = parser.parse_args()
     actions = args.actions.split(",")
     results: dict[str, list[dict[str, float]]] = {a: [] for a in actions}
