@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/attach.py: what ``framescope attach`` costs a running program, and how fast it is.
 
-    python bench/attach.py [--phase S] [--repeat N]
+    python bench/attach.py [--phase S] [--repeat N] [--pythonmalloc malloc] [--output JSON]
     python bench/attach.py --latency N      # the latency only, N attaches to the target alone
 
 In one run, on one program (a loop of small Python calls, run by the base interpreter: no
@@ -21,8 +21,11 @@ framescope in it) that prints its loop rate every 20 ms of CPU time:
   (time.thread_time), the medians of the 20 ms CPU intervals of each phase: on a loaded
   machine the wall-clock rate measures the other processes, not the program.
 
-Prints the figures with the load average and writes bench/results/attach.json. Not a test: the
-figures depend on the machine (and its load); compare ratios from one run.
+Prints the figures with the load average and writes bench/results/attach.json (or --output).
+Not a test: the figures depend on the machine (and its load); compare ratios from one run.
+After/before also depends on which pool of pymalloc the loop's short-lived ints land in after
+the window, a state any thread's allocations change (docs/attach.md, "What is left of
+after/before"); --pythonmalloc malloc runs the three loops without pymalloc.
 """
 from __future__ import annotations
 
@@ -136,12 +139,17 @@ def task_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
+# The environment of the three loops (--pythonmalloc sets PYTHONMALLOC in it).
+LOOP_ENV = dict(os.environ)
+
+
 def start(cmd: list[str]) -> tuple[subprocess.Popen[str], Rates]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=LOOP_ENV)
     return proc, Rates(proc)
 
 
-def attach_run(phase: float, workdir: str) -> dict[str, float]:
+def attach_run(phase: float, workdir: str, probe_line: str | None = None) -> dict[str, float]:
     """One attach of the target, with two companions running the same loop at the same time:
     a control (plain python, never attached) and the program under ``framescope run``. The
     machine's load changes all three alike, so the ratios compare like with like."""
@@ -170,12 +178,18 @@ def attach_run(phase: float, workdir: str) -> dict[str, float]:
         after_start = max(released, time.monotonic_ns()) + 300_000_000
         time.sleep((after_start - time.monotonic_ns()) / 1e9 + phase)
         after_end = time.monotonic_ns()
+        probed = {}
+        if probe_line:  # after the phases: gdb stops the target while it counts
+            from attach_after_factors import probe
+
+            probed["after_pool_unlinks_per_call"] = probe(pid, probe_line, workdir)
         phases = {"before": (before_start, before_end), "during": (window_start, window_end),
                   "after": (after_start, after_end)}
         # The first attach's latency (framescope not yet imported in the target), measured
         # with the companions running.
         result = {f"first_{k}": v for k, v in window.items()
                   if k not in ("window_start", "window_end", "released")}
+        result.update(probed)
         for name, (a, b) in phases.items():
             result[f"target_{name}"] = rates.between(a, b)
             result[f"control_{name}"] = control_rates.between(a, b)
@@ -307,7 +321,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency", type=int, metavar="N",
                         help="only the latency: N attaches in a row to the target alone")
+    parser.add_argument("--pythonmalloc", metavar="ALLOCATOR",
+                        help="PYTHONMALLOC for the three loops (malloc: no pymalloc, whose pool "
+                             "list a window reorders; see docs/attach.md)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="results JSON")
+    parser.add_argument("--probe-line", metavar="WHERE",
+                        help="after the after phase, count how often the target passes this "
+                             "CPython source line or (inlined) function per loop call "
+                             "(bench/attach_after_factors.py): pymalloc_pool_extend (any "
+                             "version) or 3.13.0's obmalloc.c:1940, pymalloc's pool-full unlink")
     args = parser.parse_args()
+    if args.pythonmalloc:
+        LOOP_ENV["PYTHONMALLOC"] = args.pythonmalloc
     if args.latency:
         latency_only(args.latency)
         return
@@ -315,7 +340,7 @@ def main() -> None:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as workdir:
         for i in range(args.repeat):
-            run = attach_run(args.phase, workdir)
+            run = attach_run(args.phase, workdir, args.probe_line)
             run["during_vs_run"] = run["target_during"] / run["run_during"]
             run["after_vs_before"] = run["paired_after"] / run["paired_before"]
             run["null_after_vs_before"] = run["null_paired_after"] / run["null_paired_before"]
@@ -365,8 +390,9 @@ def main() -> None:
     print("  runs: " + ", ".join(f"{r['after_vs_before']:.3f}" for r in runs)
           + "; the same figure for the `framescope run` companion, never attached (noise): "
           + ", ".join(f"{r['null_after_vs_before']:.3f}" for r in runs))
-    write_results(RESULTS, {
+    write_results(args.output, {
         "machine": machine_info(),
+        "pythonmalloc": args.pythonmalloc,
         "load_average_before": load_before,
         "load_average_after": load_after,
         "phase_seconds": args.phase,
