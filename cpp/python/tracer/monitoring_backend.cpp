@@ -119,7 +119,14 @@ PyMemberDef kCallbackMembers[] = {
      static_cast<Py_ssize_t>(offsetof(MonitoringCallback, vectorcall)), Py_READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr},
 };
+// Instances of a heap type hold a reference to it (PyObject_New takes one).
+void callback_dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  PyObject_Free(self);
+  Py_DECREF(type);
+}
 PyType_Slot kCallbackSlots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(callback_dealloc)},
     {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
     {Py_tp_members, kCallbackMembers},
     {Py_tp_doc, const_cast<char*>("A framescope sys.monitoring callback.")},
@@ -132,8 +139,8 @@ PyType_Spec kCallbackSpec = {
 
 // A new callback object calling `fn` (null with an exception set).
 PyObject* new_callback(vectorcallfunc fn) {
-  static PyObject* type = PyType_FromSpec(&kCallbackSpec);  // kept for the process
-  if (!type) return nullptr;
+  static PyObject* type = nullptr;  // kept for the process
+  if (!type && !(type = PyType_FromSpec(&kCallbackSpec))) return nullptr;
   auto* cb = PyObject_New(MonitoringCallback, reinterpret_cast<PyTypeObject*>(type));
   if (!cb) return nullptr;
   cb->vectorcall = fn;
