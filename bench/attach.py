@@ -105,8 +105,11 @@ class Rates:
     def _read(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            t, rate = line.split()
-            self.samples.append((int(t), float(rate)))
+            try:
+                t, rate = line.split()
+                self.samples.append((int(t), float(rate)))
+            except ValueError:
+                continue  # (another line: e.g. an in-process session's output)
 
     def between(self, start_ns: int, end_ns: int) -> float:
         # An interval is in the phase when it ends inside it and began after it started.
@@ -117,10 +120,10 @@ class Rates:
         return statistics.median(inside)
 
 
-def paired_ratio(target: Rates, control: Rates, start_ns: int, end_ns: int) -> float:
-    """The median, over the target's intervals in the phase, of its rate divided by the rate of
-    the control's interval that ended nearest in time: the load of the machine changes from
-    second to second, and both loops feel it alike at the same moment."""
+def paired_ratios(target: Rates, control: Rates, start_ns: int, end_ns: int) -> list[float]:
+    """For each of the target's intervals in the phase, its rate divided by the rate of the
+    control's interval that ended nearest in time: the load of the machine changes from second
+    to second, and both loops feel it alike at the same moment."""
     inside = [(t, r) for t, r in target.samples if start_ns + 50_000_000 <= t <= end_ns]
     times = [t for t, _ in control.samples]
     ratios = []
@@ -130,9 +133,13 @@ def paired_ratio(target: Rates, control: Rates, start_ns: int, end_ns: int) -> f
         if near:
             j = min(near, key=lambda k: abs(times[k] - t))
             ratios.append(rate / control.samples[j][1])
-    if len(ratios) < 3:
-        return math.nan
-    return statistics.median(ratios)
+    return ratios
+
+
+def paired_ratio(target: Rates, control: Rates, start_ns: int, end_ns: int) -> float:
+    """The median of paired_ratios() (nan below 3 intervals)."""
+    ratios = paired_ratios(target, control, start_ns, end_ns)
+    return statistics.median(ratios) if len(ratios) >= 3 else math.nan
 
 
 def task_count(pid: int) -> int:

@@ -39,7 +39,6 @@ bench/results/attach_after_factors_<python><tag>.json. Not a test.
 from __future__ import annotations
 
 import argparse
-import bisect
 import os
 import platform
 import random
@@ -48,7 +47,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -57,6 +55,7 @@ from _results import machine_info, write_results  # bench/_results.py
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from attach import PROGRAM as LOOP  # noqa: E402  (the bench's loop, unchanged)
+from attach import Rates, base_python, paired_ratios  # noqa: E402
 
 import framescope  # noqa: E402
 from framescope.attach import _gdb  # noqa: E402
@@ -103,39 +102,8 @@ def target_program() -> str:
     return head + THREAD + "main(float(sys.argv[1]))" + tail
 
 
-def base_python() -> str:
-    return os.path.join(sys.base_prefix, "bin", "python%d.%d" % sys.version_info[:2])
-
-
-class Reader:
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert first.startswith("ready"), first
-        self.samples: list[tuple[int, float]] = []
-        self.thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
-        self.thread.start()
-
-    def _read(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            try:
-                t, rate = line.split()
-                self.samples.append((int(t), float(rate)))
-            except ValueError:
-                continue  # (a line of the in-process session's output)
-
-
-def paired(target: Reader, control: Reader, start: int, end: int) -> tuple[float, int]:
-    inside = [(t, r) for t, r in target.samples if start + 50_000_000 <= t <= end]
-    times = [t for t, _ in control.samples]
-    ratios = []
-    for t, rate in inside:
-        i = bisect.bisect_left(times, t)
-        near = [j for j in (i - 1, i) if 0 <= j < len(times)]
-        if near:
-            j = min(near, key=lambda k: abs(times[k] - t))
-            ratios.append(rate / control.samples[j][1])
+def paired(target: Rates, control: Rates, start: int, end: int) -> tuple[float, int]:
+    ratios = paired_ratios(target, control, start, end)
     return (statistics.median(ratios) if len(ratios) >= 3 else float("nan")), len(ratios)
 
 
@@ -259,7 +227,7 @@ def one_run(action: str, phase: float, workdir: str,
                                    stderr=subprocess.DEVNULL, text=True,
                                    env=env)
         procs.append(control)
-        t_rates, c_rates = Reader(target), Reader(control)
+        t_rates, c_rates = Rates(target), Rates(control)
         probes = {}
         if probe_line:
             time.sleep(0.5)
