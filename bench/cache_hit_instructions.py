@@ -11,8 +11,11 @@ one process to the next, instruction counts do not. This bench runs one process 
 - ``hit_c_call``: the same guarded by another C callable, called as any guard is
   (``operator.truth``, a builtin function);
 - ``hit_py``: the same with a trivial Python guard (``lambda f_locals: True``);
+- ``hit_guard``: the same guarded by a :class:`framescope.eval_frame.Guard` (``type(x) is int and
+  x == 1``, torch's TYPE_MATCH and EQUALS_MATCH of an int argument), whose checks run no code: the
+  hit is decided from the frame by the Guard's program;
 - ``shadow_c``: a cached entry running another code object (a shadow call), C guard;
-- ``session_hit_c``: ``hit_c`` inside a session that records ranges only (``with_stack=False``):
+- ``session_hit_c`` / ``session_hit_guard``: ``hit_c`` / ``hit_guard`` inside a session that records ranges only (``with_stack=False``):
   each lookup's ``Cache Lookup`` range is recorded (compared with ``hit_c``: the range's cost);
 - ``traced_plain`` / ``traced_hit_c``: the same calls inside a session that records Python calls
   too (``with_stack=True``).
@@ -50,15 +53,16 @@ sys.path.insert(0, BENCH_DIR)
 from _callgrind import parse_part  # noqa: E402
 
 RESULTS = os.path.join(BENCH_DIR, "results", "cache_hit_instructions.json")
-CONFIGS = ("plain", "noop_hook", "hook_skip", "hit_c", "hit_c_call", "hit_py", "shadow_c",
-           "session_hit_c", "traced_plain", "traced_hit_c")
+CONFIGS = ("plain", "noop_hook", "hook_skip", "hit_c", "hit_c_call", "hit_guard", "hit_py",
+           "shadow_c", "session_hit_c", "session_hit_guard", "traced_plain", "traced_hit_c")
 #: Each configuration whose breakdown is reported, and the one it is compared with.
-BASES = {"hit_c": "noop_hook", "hit_c_call": "noop_hook", "hit_py": "noop_hook",
+BASES = {"hit_c": "noop_hook", "hit_c_call": "noop_hook", "hit_guard": "noop_hook",
+         "hit_py": "noop_hook", "session_hit_guard": "hit_guard",
          "hook_skip": "noop_hook",
          "shadow_c": "noop_hook",
          "session_hit_c": "hit_c", "traced_hit_c": "traced_plain"}
 #: Source files whose lines --lines reports (the eval_frame API and what it inlines).
-LINE_SOURCES = ("eval_frame_lookup.cpp", "eval_frame_internal.h", "eval_frame_locals.cpp",
+LINE_SOURCES = ("eval_frame_lookup.cpp", "eval_frame_internal.h", "eval_frame_guard.h", "eval_frame_locals.cpp",
                 "eval_frame_run.cpp", "code_extra.h", "record_function.h", "thread_buffer.h",
                 "frame_hook.cpp", "frame_hook.h", "py_compat.h", "clock.h")
 
@@ -94,6 +98,11 @@ def caching(guard, code=f.__code__):
         return None
     return callback
 
+def int_guard():
+    guard = ef.Guard()
+    guard.local("x").type_is(int).equals(1)
+    return guard
+
 def skipping(frame, entry, state):
     return None
 
@@ -107,7 +116,8 @@ def setup(config):
         session = framescope.profile(with_stack=config.startswith("traced"), cpu_time=False)
         session.start()
     cb = {{"hook_skip": skipping, "hit_c": caching(bool), "hit_c_call": caching(operator.truth),
-           "hit_py": caching(py_guard),
+           "hit_py": caching(py_guard), "hit_guard": caching(int_guard()),
+           "session_hit_guard": caching(int_guard()),
            "shadow_c": caching(bool, f_other.__code__),
            "session_hit_c": caching(bool), "traced_hit_c": caching(bool)}}.get(config)
     prior = ef.set_eval_frame(cb) if cb is not None else None

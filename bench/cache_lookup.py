@@ -10,6 +10,9 @@ Prints, for the running Python, beside the targets of issue 4:
   no-op hook, and a hit of a C guard that is called (``operator.truth``, a builtin function);
 - the ``bool`` hit beyond the no-op hook inside a session that records the
   ``Cache Lookup`` events (ranges only, ``with_stack=False``);
+- a hit of a :class:`framescope.eval_frame.Guard` (``type(x) is int and x == 1``, torch's
+  TYPE_MATCH and EQUALS_MATCH of an int argument; its checks run no code, so the hit is decided
+  from the frame), alone and in such a session (issue 30's target: <= 25 ns beyond a plain call);
 - for context: the PEP 523 hook alone (a callback that skips everything) and framescope's no-op
   hook (the floor of any frame hook).
 
@@ -42,6 +45,7 @@ from framescope import eval_frame as ef
 
 TARGET_LOOKUP_NS = 1000
 TARGET_HIT_BEYOND_GUARD_NS = 150
+TARGET_C_GUARD_HIT_NS = 25  # issue 30: a C-guard hit, beyond a plain call, on 3.12
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "cache_lookup.json")
 COMPARE_RESULTS = os.path.join(os.path.dirname(RESULTS), "cache_lookup_compare.json")
 # Process CPU time by default: time spent descheduled on a shared machine does not count (cache
@@ -153,6 +157,11 @@ def measure_raw(n: int, repeat: int) -> dict[str, Any]:
     hit_c_cb = caching(f.__code__, bool)
     hit_c_call_cb = caching(f.__code__, operator.truth)
     shadow_cb = caching(f_other.__code__, trivial_guard)
+    int_guard = getattr(ef, "Guard", None)
+    if int_guard is not None:  # older builds (--pythons OLD) have no Guard
+        int_guard = int_guard()
+        int_guard.local("x").type_is(int).equals(1)
+        hit_guard_cb = caching(f.__code__, int_guard)
     variants: dict[str, Callable[[], float]] = {
         "plain": lambda: per_call_ns(calls, n),
         "hit_py": lambda: per_call_ns(calls, n, callback=hit_py_cb),
@@ -164,6 +173,10 @@ def measure_raw(n: int, repeat: int) -> dict[str, Any]:
         "guard": lambda: per_call_ns(guard_calls, n, d, callback=skip_all),
         "empty": lambda: per_call_ns(empty_loop, n, d, callback=skip_all),
     }
+    if int_guard is not None:
+        variants["hit_guard"] = lambda: per_call_ns(calls, n, callback=hit_guard_cb)
+        variants["hit_guard_session"] = lambda: in_session(
+            lambda: per_call_ns(calls, n, callback=hit_guard_cb))
     if has_isolation():
         variants["hit_py_isolated"] = lambda: per_call_ns(calls, n, callback=hit_py_cb, isolate=True)
     best = {name: float("inf") for name in [*variants, "noop_hook", "hit_py_run_only"]}
@@ -223,6 +236,9 @@ def derive(raw: dict[str, Any]) -> dict[str, Any]:
     }
     if "hit_py_isolated" in best:
         out["hit_added_ns_isolated"] = best["hit_py_isolated"] - plain
+    if "hit_guard" in best:
+        out["hit_added_ns_guard"] = best["hit_guard"] - plain
+        out["hit_added_ns_guard_in_session"] = best["hit_guard_session"] - plain
     return out
 
 
@@ -254,6 +270,14 @@ def report(r: dict[str, Any]) -> str:
                  r["hit_added_ns_c_guard_in_session"]),
             line("cache hit, added per call (C guard called: operator.truth)",
                  r["hit_added_ns_c_guard_called"]),
+            *(
+                [line("cache hit, added per call (Guard: type and value)", r["hit_added_ns_guard"],
+                      TARGET_C_GUARD_HIT_NS),
+                 line("  the same in a session (Cache Lookup recorded)",
+                      r["hit_added_ns_guard_in_session"], TARGET_C_GUARD_HIT_NS)]
+                if "hit_added_ns_guard" in r
+                else []
+            ),
             line("cache hit in run-only mode (False), added per call", r["hit_added_ns_run_only"]),
             *(
                 [line("cache hit, isolated callback, added per call", r["hit_added_ns_isolated"])]
@@ -276,6 +300,8 @@ COMPARED = [
     ("hit_c_beyond_noop_hook_ns", "  the same beyond the no-op hook"),
     ("hit_added_ns_c_guard_in_session", "  the same in a session (Cache Lookup recorded)"),
     ("hit_added_ns_c_guard_called", "cache hit, added per call (C guard called)"),
+    ("hit_added_ns_guard", "cache hit, added per call (Guard)"),
+    ("hit_added_ns_guard_in_session", "  the same in a session (Cache Lookup recorded)"),
     ("hit_added_ns_run_only", "cache hit in run-only mode, added per call"),
     ("hit_added_ns_isolated", "cache hit, isolated callback, added per call"),
     ("shadow_hit_added_ns", "other-code hit (shadow call), added per call"),

@@ -14,7 +14,9 @@ callback decides what runs when a Python function is called:
   only, skip everything the frame calls, run-only for its callees...).
 
 On every later call of the code object, ``check_fn(f_locals)`` of each entry runs, most recently
-hit first; the first that returns true runs its code (and becomes the first entry). Each lookup
+hit first; the first that returns true runs its code (and becomes the first entry). A
+:class:`Guard` is a check_fn made of declared checks (``guard.local("x").type_is(int)``): when
+none of them runs Python code, a hit is decided from the frame without a call. Each lookup
 is recorded as a ``Cache Lookup`` range when a :class:`framescope.profile` session is active.
 
 Guards, guard hooks and the callback get ``f_locals`` as a :class:`FrameLocals`: the frame's
@@ -37,7 +39,9 @@ from framescope._core import (
     FrameAction,
     FrameExecStrategy,
     FrameLocals,
+    Guard,
     GuardedCode,
+    GuardValue,
     cache_entries,
     get_code_exec_strategy,
     get_eval_frame_callback,
@@ -62,9 +66,11 @@ __all__ = [
     "FrameExecStrategy",
     "FrameLocals",
     "FrameState",
+    "Guard",
     "GuardCompleteHook",
     "GuardFn",
     "GuardHook",
+    "GuardValue",
     "GuardedCode",
     "cache_entries",
     "get_code_exec_strategy",

@@ -54,6 +54,18 @@ bool eval_frame_strategy_init(PyObject* module);
 
 // ---- objects -----------------------------------------------------------------------------------
 
+struct FrameGuardProgram;
+
+/// How a cache entry's guard is decided from the frame (CacheEntryObject::frame_guard).
+enum FrameGuard : uint8_t {
+  kNoFrameGuard = 0,  ///< check_fn is called
+  /// check_fn is `bool`: the guard's result is the truth of f_locals, whether the frame binds a
+  /// value (frame_binds_a_value)
+  kTruthGuard = 1,
+  /// check_fn is a Guard that runs no code: its guard_program runs on the frame
+  kProgramGuard = 2,
+};
+
 /// One cached entry of a code object: a guard and the code to run when it holds. Entries form a
 /// singly linked list (most recently hit first) owned by the code's EvalState.
 struct CacheEntryObject {
@@ -70,11 +82,14 @@ struct CacheEntryObject {
   /// entry_visible), or null for a shared entry. Kept when the entry is dropped (it is only a
   /// label).
   PyObject* isolation;
+  /// Owned: the check_fn Guard compiled for the frame's code, when frame_guard is
+  /// kProgramGuard (else null).
+  FrameGuardProgram* guard_program;
   bool same_code;  ///< `code` is the intercepted code itself: run the frame as it is
-  /// same_code, and check_fn is `bool`: the guard's result is the truth of f_locals, which
-  /// reads the frame and runs no Python code (see frame_binds_a_value), so a hit needs none of
-  /// the lookup's protections against guards that run code (eval_api_frame's truth-guard path).
-  bool truth_guard_own_code;
+  /// How a hit is decided from the frame, without calling check_fn (FrameGuard), when the entry
+  /// runs the frame's own code and its guard runs no Python code: then a hit needs none of the
+  /// lookup's protections against guards that run code (eval_api_frame's frame-guard path).
+  uint8_t frame_guard;
 };
 
 /// What a callback returns to cache and run code: GuardedCode(code=..., check_fn=...).
@@ -232,6 +247,26 @@ inline PyObject* frame_free_cell(FsFrame* f, int j) noexcept {
   PyCodeObject* co = f->f_code;
   return f->f_localsplus[co->co_nlocals + PyTuple_GET_SIZE(co->co_cellvars) + j];
 #endif
+}
+
+/// Free variables shown in f_locals: those of function bodies only (as torch and CPython's own
+/// frame locals: a class body's free variables are not its locals).
+inline int shown_free_count(PyCodeObject* co) noexcept {
+  return code_is_function_body(co) ? code_free_count(co) : 0;
+}
+
+/// Where f_locals finds `name` (a str) in frames of `co`: an argument slot (below
+/// code_arg_slots(co)), or code_arg_slots(co) + j for shown free variable j; -1 when f_locals
+/// never shows that name. Names are interned, and so are the string literals guards use:
+/// pointers are compared first, values only when no pointer matched.
+int frame_local_index(PyCodeObject* co, PyObject* name) noexcept;
+
+/// The value f_locals shows at `index` (see frame_local_index; `nargs` is code_arg_slots of the
+/// frame's code) of an unstarted frame: borrowed, null when unbound.
+FRAMESCOPE_ALWAYS_INLINE PyObject* frame_local_value(FsFrame* f, int index, int nargs) noexcept {
+  if (index < nargs) return frame_argument(f, index);
+  PyObject* cell = frame_free_cell(f, index - nargs);
+  return cell && PyCell_Check(cell) ? PyCell_GET(cell) : nullptr;
 }
 
 /// Whether an unstarted frame's f_locals binds a value after the first argument (its truth, when

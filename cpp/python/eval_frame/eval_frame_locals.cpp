@@ -21,38 +21,18 @@ namespace {
 
 PyTypeObject g_frame_locals_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-// Free variables shown in f_locals: those of function bodies only (as torch and CPython's own
-// frame locals: a class body's free variables are not its locals).
-int shown_free_count(PyCodeObject* co) noexcept {
-  return code_is_function_body(co) ? code_free_count(co) : 0;
-}
-
 // The value bound to `key` (borrowed) in the view. -1 with an exception, 0 absent, 1 found.
 int view_get(FrameLocalsObject* self, PyObject* key, PyObject** value) {
   *value = nullptr;
   if (FsFrame* f = self->frame) {
-    PyCodeObject* co = frame_code(f);
-    const int nargs = code_arg_slots(co);
-    const int nfree = shown_free_count(co);
-    // Names are interned, and so are the string literals guards subscript with: compare
-    // pointers first, values only for other strings.
-    for (int pass = 0; pass < 2; pass++) {
-      for (int i = 0; i < nargs + nfree; i++) {
-        PyObject* name = i < nargs ? code_argument_name(co, i) : code_free_name(co, i - nargs);
-        if (pass == 0 ? name != key : PyUnicode_Compare(name, key) != 0) continue;
-        if (i < nargs) {
-          *value = frame_argument(f, i);
-        } else {
-          PyObject* cell = frame_free_cell(f, i - nargs);
-          *value = cell && PyCell_Check(cell) ? PyCell_GET(cell) : nullptr;
-        }
-        return *value != nullptr;
-      }
-      if (pass == 0 && !PyUnicode_Check(key)) {
-        return PyObject_Hash(key) == -1 ? -1 : 0;  // unhashable keys raise, as with a dict
-      }
+    if (!PyUnicode_Check(key)) {
+      return PyObject_Hash(key) == -1 ? -1 : 0;  // unhashable keys raise, as with a dict
     }
-    return 0;
+    PyCodeObject* co = frame_code(f);
+    const int index = frame_local_index(co, key);
+    if (index < 0) return 0;
+    *value = frame_local_value(f, index, code_arg_slots(co));
+    return *value != nullptr;
   }
   if (!self->snapshot) return 0;
   *value = PyDict_GetItemWithError(self->snapshot, key);  // borrowed
@@ -341,6 +321,18 @@ bool eval_frame_locals_init(PyObject* module) {
   t->tp_methods = g_locals_methods;
   if (PyType_Ready(t) < 0) return false;
   return PyModule_AddObjectRef(module, "FrameLocals", reinterpret_cast<PyObject*>(t)) == 0;
+}
+
+int frame_local_index(PyCodeObject* co, PyObject* name) noexcept {
+  const int nargs = code_arg_slots(co);
+  const int nfree = shown_free_count(co);
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < nargs + nfree; i++) {
+      PyObject* n = i < nargs ? code_argument_name(co, i) : code_free_name(co, i - nargs);
+      if (pass == 0 ? n == name : PyUnicode_Compare(n, name) == 0) return i;
+    }
+  }
+  return -1;
 }
 
 bool frame_binds_a_later_value(FsFrame* f) noexcept {

@@ -25,12 +25,14 @@
 // holds -- takes eval_head_entry(), the same steps in one function (docs/performance.md has what
 // each costs); anything else there continues in the general walk. When that entry's guard is
 // `bool` itself, its result is read from the frame (no code runs), and a hit runs the frame at
-// once (eval_truth_guard_entry()).
+// once (eval_frame_guard_entry()); so does it when that guard is a Guard whose checks run no code
+// (eval_frame_guard.h), compiled for the code when the entry was made.
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
 #include <new>
 #include <type_traits>
 
+#include "eval_frame/eval_frame_guard.h"
 #include "framescope/record_function.h"
 #include "tracer/tracer.h"
 #include "tracer/tracer_api.h"
@@ -746,35 +748,50 @@ FRAMESCOPE_NOINLINE PyObject* eval_head_entry(PyThreadState* ts, FsFrame* frame,
   return run_other_code(ts, frame, other, recursive);
 }
 
-// A hit of the head entry `e` when e->truth_guard_own_code, decided without a lookup: its guard
-// is bool(f_locals), which reads the frame and runs no Python code, so nothing the lookup
-// protects against can happen meanwhile (a guard that resets the code, sets another callback,
-// adds entries, keeps the view, or is intercepted itself), and the lookup comes down to the
-// guard's result. The caller checked what eval_head_entry() is taken for (head_entry_path), and
-// sees to the Cache Lookup range (run_truth_hit_in_range). Deep C stacks take the lookup, which
-// checks them. When the guard does not hold, the lookup runs it again (no harm: it has no
-// effects) and goes on as usual (the guard fail hook, the walk, the callback).
-FRAMESCOPE_ALWAYS_INLINE bool truth_guard_holds_at_once(FsFrame* frame) {
-  char marker;
-  return FRAMESCOPE_LIKELY(reinterpret_cast<uintptr_t>(&marker) >=
-                           hook_thread().stack_check_below) &&
-         frame_binds_a_value(frame);
+// Whether the guard of the head entry `e` holds, decided from the frame as e->frame_guard says
+// (kTruth: `bool`, kProgram: a Guard compiled for the code): either reads the frame and runs no
+// Python code, so nothing the lookup protects against can happen meanwhile (a guard that resets
+// the code, sets another callback, adds entries, keeps the view, or is intercepted itself), and
+// the lookup comes down to the guard's result. The caller checked what eval_head_entry() is taken
+// for (head_entry_path), and sees to the Cache Lookup range (run_frame_guard_hit_in_range).
+// 1 holds, 0 does not, -1 undecided (kQuick: see run_frame_guard).
+template <FrameGuard kGuard, bool kQuick>
+FRAMESCOPE_ALWAYS_INLINE int frame_guard_holds(const CacheEntryObject* e, FsFrame* frame) {
+  if constexpr (kGuard == kTruthGuard) {
+    (void)e;
+    return frame_binds_a_value(frame);
+  } else {
+    return run_frame_guard<kQuick>(e->guard_program, frame);
+  }
 }
 
-// The hit truth_guard_holds_at_once() found, while something observes ranges: its Cache Lookup
+// frame_guard_holds() on a thread whose C stack is not deep (else 0): deep C stacks take the
+// lookup, which checks them. When the guard does not hold, the lookup runs it again (no harm: it
+// has no effects) and goes on as usual (the guard fail hook, the walk, the callback).
+template <FrameGuard kGuard, bool kQuick>
+FRAMESCOPE_ALWAYS_INLINE int frame_guard_holds_at_once(const CacheEntryObject* e, FsFrame* frame) {
+  char marker;
+  if (FRAMESCOPE_UNLIKELY(reinterpret_cast<uintptr_t>(&marker) < hook_thread().stack_check_below)) {
+    return 0;
+  }
+  return frame_guard_holds<kGuard, kQuick>(e, frame);
+}
+
+// The hit frame_guard_holds_at_once() found, while something observes ranges: its Cache Lookup
 // range is recorded around the guard, as eval_head_entry() records it, when that takes two
 // appends (which run no code); otherwise (the range would be observed by callbacks, which may
 // run code) the lookup runs as usual.
-FRAMESCOPE_NOINLINE PyObject* run_truth_hit_in_range(PyThreadState* ts, FsFrame* frame,
-                                                     PyCodeObject* code, EvalState* st,
-                                                     CacheEntryObject* e) {
+template <FrameGuard kGuard>
+FRAMESCOPE_NOINLINE PyObject* run_frame_guard_hit_in_range(PyThreadState* ts, FsFrame* frame,
+                                                           PyCodeObject* code, EvalState* st,
+                                                           CacheEntryObject* e) {
   {
     LookupRange range{LookupRange::Deferred{}};
     if (!range.start_lean()) return eval_head_entry<true>(ts, frame, code, st, e);
     // The guard again, inside its range (it has no effects, and reads the same frame as the
     // caller's test did: it holds). Never false; if it were, the lookup would go on in a range of
     // its own.
-    if (FRAMESCOPE_UNLIKELY(!frame_binds_a_value(frame))) {
+    if (FRAMESCOPE_UNLIKELY(!(frame_guard_holds<kGuard, false>(e, frame)))) {
       range.end();
       return eval_head_entry<true>(ts, frame, code, st, e);
     }
@@ -792,17 +809,25 @@ FRAMESCOPE_ALWAYS_INLINE PyObject* eval_head_entry_here(PyThreadState* ts, FsFra
   return eval_head_entry<false>(ts, frame, code, st, e);
 }
 
-// A head entry with truth_guard_own_code (eval_api_frame() checked head_entry_path()): a hit
-// runs the frame at once (truth_guard_holds_at_once), anything else takes eval_head_entry().
-// Out of line, so that eval_api_frame()'s other paths keep its small frame.
-FRAMESCOPE_NOINLINE PyObject* eval_truth_guard_entry(PyThreadState* ts, FsFrame* frame,
+// A head entry with a frame guard of kind kGuard (eval_api_frame() checked head_entry_path()): a
+// hit runs the frame at once (frame_guard_holds_at_once), anything else takes eval_head_entry().
+// Out of line, so that eval_api_frame()'s other paths keep its small frame; one per kind, so
+// that a `bool` guard pays no test of the kind. kQuick (a Guard's program): the guard is first
+// tried without calls, which would make this function save registers on every hit; a check that
+// needs one asks again in the variant that makes them.
+template <FrameGuard kGuard, bool kQuick>
+FRAMESCOPE_NOINLINE PyObject* eval_frame_guard_entry(PyThreadState* ts, FsFrame* frame,
                                                      PyCodeObject* code, EvalState* st,
                                                      CacheEntryObject* e) {
-  if (FRAMESCOPE_LIKELY(truth_guard_holds_at_once(frame))) {
+  const int holds = frame_guard_holds_at_once<kGuard, kQuick>(e, frame);
+  if (FRAMESCOPE_LIKELY(holds > 0)) {
     if (FRAMESCOPE_LIKELY(internal::g_range_consumers.load(std::memory_order_relaxed) == 0)) {
       return run_frame(ts, frame, 0);
     }
-    return run_truth_hit_in_range(ts, frame, code, st, e);
+    return run_frame_guard_hit_in_range<kGuard>(ts, frame, code, st, e);
+  }
+  if constexpr (kQuick) {
+    if (holds < 0) return eval_frame_guard_entry<kGuard, false>(ts, frame, code, st, e);
   }
   return eval_head_entry_here(ts, frame, code, st, e);
 }
@@ -850,7 +875,12 @@ PyObject* eval_api_frame(PyThreadState* ts, FsFrame* frame, int throwflag) {
     }
     if (CacheEntryObject* e = st->head) {
       if (FRAMESCOPE_LIKELY(head_entry_path(e))) {
-        if (e->truth_guard_own_code) return eval_truth_guard_entry(ts, frame, code, st, e);
+        if (e->frame_guard == kTruthGuard) {
+          return eval_frame_guard_entry<kTruthGuard, false>(ts, frame, code, st, e);
+        }
+        if (e->frame_guard == kProgramGuard) {
+          return eval_frame_guard_entry<kProgramGuard, true>(ts, frame, code, st, e);
+        }
         return eval_head_entry_here(ts, frame, code, st, e);
       }
     } else if (hook_thread().eval_callback == Py_False) {

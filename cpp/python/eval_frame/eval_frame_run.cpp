@@ -14,6 +14,8 @@
 
 #include <memory>
 
+#include "eval_frame/eval_frame_guard.h"
+
 namespace framescope::py {
 
 Py_ssize_t g_frames_unwound = 0;
@@ -287,9 +289,17 @@ CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyOb
       PyTuple_SET_ITEM(kwonly_names, i, Py_NewRef(code_argument_name(nc, nc->co_argcount + i)));
     }
   }
+  // A Guard is checked against the frame's code now (every name it reads must be in f_locals),
+  // and compiled for it when a hit can be decided from the frame.
+  FrameGuardProgram* program = nullptr;
+  if (is_guard(check_fn) && !prepare_guard_for_code(check_fn, frame_code, same, &program)) {
+    Py_XDECREF(kwonly_names);
+    return nullptr;
+  }
   auto* e = PyObject_GC_New(CacheEntryObject, &g_cache_entry_type);
   if (!e) {
     Py_XDECREF(kwonly_names);
+    free_frame_guard_program(program);
     return nullptr;
   }
   // An entry caching the frame's own code refers to it without a reference: the code owns the
@@ -302,7 +312,10 @@ CacheEntryObject* new_cache_entry(PyCodeObject* frame_code, PyObject* code, PyOb
   e->kwonly_names = kwonly_names;
   e->isolation = Py_XNewRef(isolation);
   e->same_code = same;
-  e->truth_guard_own_code = same && check_fn == reinterpret_cast<PyObject*>(&PyBool_Type);
+  e->guard_program = program;
+  e->frame_guard = program                                                         ? kProgramGuard
+                   : same && check_fn == reinterpret_cast<PyObject*>(&PyBool_Type) ? kTruthGuard
+                                                                                   : kNoFrameGuard;
   ++g_live_entries;
   PyObject_GC_Track(e);
   return e;

@@ -1,6 +1,8 @@
 // cpp/python/eval_frame/eval_frame_types.cpp: GuardedCode, CacheEntry and the callbacks' Frame.
 #include "eval_frame/eval_frame_internal.h"  // first: Python.h with the internal frame headers
 
+#include "eval_frame/eval_frame_guard.h"
+
 namespace framescope::py {
 
 Py_ssize_t g_live_entries = 0;
@@ -37,6 +39,8 @@ int guarded_code_init(PyObject* self_obj, PyObject* args, PyObject* kwargs) {
                  Py_TYPE(strategy)->tp_name);
     return -1;
   }
+  // Cached entries may compile a Guard's checks: from now on they cannot change.
+  if (is_guard(check_fn)) freeze_guard(check_fn);
   Py_XSETREF(self->code, Py_NewRef(code));
   Py_XSETREF(self->check_fn, Py_NewRef(check_fn));
   self->has_strategy = strategy != Py_None;
@@ -108,7 +112,7 @@ int cache_entry_traverse(PyObject* self_obj, visitproc visit, void* arg) {
   Py_VISIT(self->shadow_func);
   Py_VISIT(self->kwonly_names);
   Py_VISIT(self->isolation);
-  return 0;
+  return traverse_frame_guard_program(self->guard_program, visit, arg);
 }
 
 int cache_entry_clear(PyObject* self_obj) {
@@ -313,6 +317,12 @@ void drop_cache_entry(CacheEntryObject* entry) {
   } else {
     Py_CLEAR(entry->code);
   }
+  // Dropped entries are never looked up again, but the entry may be: a cleared check_fn goes
+  // with its compiled program.
+  entry->frame_guard = kNoFrameGuard;
+  FrameGuardProgram* program = entry->guard_program;
+  entry->guard_program = nullptr;
+  free_frame_guard_program(program);
   Py_CLEAR(entry->check_fn);
   Py_CLEAR(entry->shadow_func);
   Py_CLEAR(entry->kwonly_names);
@@ -364,7 +374,7 @@ bool eval_frame_types_init(PyObject* module) {
   for (PyTypeObject* type : {&g_guarded_code_type, &g_cache_entry_type, &g_eval_frame_type}) {
     if (PyType_Ready(type) < 0) return false;
   }
-  if (!eval_frame_locals_init(module)) return false;
+  if (!eval_frame_locals_init(module) || !eval_frame_guard_init(module)) return false;
   if (PyModule_AddObjectRef(module, "GuardedCode",
                             reinterpret_cast<PyObject*>(&g_guarded_code_type)) < 0 ||
       PyModule_AddObjectRef(module, "CacheEntry",
