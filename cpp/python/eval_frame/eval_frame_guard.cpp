@@ -726,6 +726,7 @@ bool prepare_guard_for_code(PyObject* guard, PyCodeObject* frame_code, bool same
       auto c = local->checks->begin();
       if (c != local->checks->end() && c->kind == GuardCheckKind::kTypeIs) {
         read.type = c->obj;  // folded into the read
+        if (read.load == GuardLoad::kArgument) read.load = GuardLoad::kTypedArgument;
         ++c;
       }
       if (c != local->checks->end()) {

@@ -32,9 +32,10 @@ enum class GuardCheckKind : uint8_t {
 
 /// Where a FrameGuardOp finds its value.
 enum class GuardLoad : uint8_t {
-  kPrevious,  ///< the previous op's value
-  kArgument,  ///< argument slot `index`
-  kFree,      ///< free variable `index`
+  kPrevious,        ///< the previous op's value
+  kTypedArgument,   ///< argument slot `index`, whose type must be exactly `type`
+  kArgument,        ///< argument slot `index`
+  kFree,            ///< free variable `index` (of type `type`, when set)
 };
 
 /// One step of a FrameGuardProgram: read a value (unless it is the previous op's), check that its
@@ -90,8 +91,11 @@ template <bool kQuick>
 FRAMESCOPE_ALWAYS_INLINE int run_frame_guard(const FrameGuardProgram* p, FsFrame* f) noexcept {
   PyObject* v = nullptr;
   for (const FrameGuardOp& op : p->ops) {
-    if (op.load != GuardLoad::kPrevious) {
-      if (FRAMESCOPE_LIKELY(op.load == GuardLoad::kArgument)) {
+    if (FRAMESCOPE_LIKELY(op.load == GuardLoad::kTypedArgument)) {  // a local's type_is first
+      v = frame_argument(f, op.index);
+      if (!v || reinterpret_cast<PyObject*>(Py_TYPE(v)) != op.type) return 0;
+    } else if (op.load != GuardLoad::kPrevious) {
+      if (op.load == GuardLoad::kArgument) {
         v = frame_argument(f, op.index);
       } else {
         PyObject* cell = frame_free_cell(f, op.index);
@@ -100,6 +104,7 @@ FRAMESCOPE_ALWAYS_INLINE int run_frame_guard(const FrameGuardProgram* p, FsFrame
       if (!v) return 0;
       if (op.type && reinterpret_cast<PyObject*>(Py_TYPE(v)) != op.type) return 0;
     }
+    if (op.kind == GuardCheckKind::kBound) continue;
     if (op.kind == GuardCheckKind::kEquals) {
       if (v == op.obj) continue;  // small ints, interned strings, None, True, False
       if (Py_TYPE(v) != Py_TYPE(op.obj)) return 0;
@@ -137,7 +142,7 @@ FRAMESCOPE_ALWAYS_INLINE int run_frame_guard(const FrameGuardProgram* p, FsFrame
       }
       case GuardCheckKind::kSatisfies:  // never compiled: a predicate runs code
         return 0;
-      default:  // kBound: the value was read
+      default:  // kBound, handled above
         break;
     }
   }
