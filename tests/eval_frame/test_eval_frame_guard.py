@@ -439,3 +439,61 @@ def test_a_guard_in_a_reference_cycle_is_collected() -> None:
     del h, g
     gc.collect()
     assert gone() is None
+
+
+def test_a_guard_cannot_change_while_it_is_checked_or_described() -> None:
+    g = ef.Guard()
+    x = g.local("x")
+
+    def adds_a_check(v: Any) -> bool:
+        x.is_none()
+        return True
+
+    x.satisfies(adds_a_check)
+    with pytest.raises(RuntimeError, match="while it is being checked or described"):
+        g({"x": 1})
+
+    class AddsALocal:
+        def __repr__(self) -> str:
+            g2.local("new")
+            return "AddsALocal()"
+
+    g2 = ef.Guard()
+    g2.local("x").is_(AddsALocal())
+    with pytest.raises(RuntimeError, match="while it is being checked or described"):
+        g2.checks
+    with pytest.raises(RuntimeError, match="while it is being checked or described"):
+        g2.failure({"x": 1})
+    x.is_not_none()  # afterwards, the guard can change again
+    assert g.checks[-1] == "L['x'] is not None"
+
+
+def test_a_guard_that_checks_itself_ends_in_recursion_error() -> None:
+    g = ef.Guard()
+    g.local("x").satisfies(g)
+    d: dict[str, Any] = {}
+    d["x"] = d
+    with pytest.raises(RecursionError):
+        g(d)
+
+
+def test_attribute_and_item_of_one_name_are_different_values() -> None:
+    g = ef.Guard()
+    d = g.local("d")
+    d.attr("mode").equals("fast")
+    item = d.item("mode")
+    assert item is not d.attr("mode") and item.source == "L['d']['mode']"
+    item.equals("slow")
+    assert g.checks == ("L['d'].mode == 'fast'", "L['d']['mode'] == 'slow'")
+
+
+def test_reads_chain_a_bounded_number_of_levels() -> None:
+    v = ef.Guard().local("x")
+    for _ in range(64):
+        v = v.attr("a")
+    with pytest.raises(ValueError, match="at most 64 attributes or items deep"):
+        v.item(0)
+    with pytest.raises(ValueError, match="length is too large"):
+        v.len_is(2**80)
+    with pytest.raises(TypeError, match="takes no arguments"):
+        ef.Guard.__init__(ef.Guard(), 1)  # type: ignore[call-arg]

@@ -8,6 +8,12 @@
 // A value that cannot be read (an unbound name, a missing attribute or item: AttributeError,
 // LookupError) makes the guard fail; any other exception raised while checking propagates, as a
 // guard's exception does (the lookup's guard_errors setting decides what then happens).
+//
+// Checking or describing a guard may run Python code (a predicate, an __eq__, a repr) that could
+// try to change the same guard: its vectors would be reallocated under the loops reading them.
+// A guard counts who is reading it (`readers`), and refuses changes meanwhile. Values chain at
+// most kMaxDepth reads deep, so that the recursive functions here (and deallocation) stay far
+// from the C stack's end.
 #include "eval_frame/eval_frame_guard.h"  // first: Python.h with the internal frame headers
 
 #include <new>
@@ -28,12 +34,13 @@ struct GuardCheck {
 struct GuardObject;
 
 struct GuardValueObject {
-  PyObject ob_base;  // PyObject_HEAD
+  PyObject ob_base;    // PyObject_HEAD
   GuardObject* guard;  ///< strong: the Guard this value belongs to
   /// Borrowed, null for a local: the value this one is read from. It holds this one (among its
   /// children) and is held by the guard, which this value holds.
   GuardValueObject* parent;
   GuardAccess access;
+  int depth;                                 ///< 0 for a local, parent's + 1 for a read from it
   PyObject* key;                             ///< strong: the name, attribute name or item key
   std::vector<GuardCheck>* checks;           ///< owned
   std::vector<GuardValueObject*>* children;  ///< owned, strong references
@@ -43,10 +50,38 @@ struct GuardObject {
   PyObject ob_base;  // PyObject_HEAD
   vectorcallfunc vectorcall;
   std::vector<GuardValueObject*>* locals;  ///< owned, strong references
+  /// Evaluations and descriptions in progress: the guard cannot change while one runs.
+  Py_ssize_t readers;
   /// Set when the guard is given to a GuardedCode: cached entries may hold a compiled copy of
   /// its checks (FrameGuardProgram), so it can no longer change.
   bool frozen;
+  /// Set by tp_clear (the garbage collector breaking a cycle): the guard has lost its checks and
+  /// must not be used any more.
+  bool cleared;
 };
+
+/// How many reads a value may be from its local (attr/item chains).
+constexpr int kMaxDepth = 64;
+
+// Marks a guard as being read while it lives (RAII).
+class Reading {
+ public:
+  explicit Reading(GuardObject* g) : g_(g) { ++g_->readers; }
+  ~Reading() { --g_->readers; }
+  Reading(const Reading&) = delete;
+  Reading& operator=(const Reading&) = delete;
+
+ private:
+  GuardObject* g_;
+};
+
+// A guard or value whose references the garbage collector cleared: unusable. True with
+// RuntimeError set.
+bool refuse_cleared_guard(GuardObject* g) {
+  if (g && !g->cleared) return false;
+  PyErr_SetString(PyExc_RuntimeError, "this Guard was cleared by the garbage collector");
+  return true;
+}
 
 PyTypeObject g_guard_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
 PyTypeObject g_guard_value_type = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -70,6 +105,10 @@ PyObject* short_repr(PyObject* o) {
 
 // Where a value is read from, as Python: L['x'], L['cfg'].mode, L['xs'][0]. New reference.
 PyObject* value_source(GuardValueObject* v) {
+  if (!v->key || (v->access != GuardAccess::kLocal && !v->parent)) {
+    refuse_cleared_guard(nullptr);
+    return nullptr;
+  }
   if (v->access == GuardAccess::kLocal) return PyUnicode_FromFormat("L[%R]", v->key);
   PyObject* parent = value_source(v->parent);
   if (!parent) return nullptr;
@@ -85,7 +124,10 @@ PyObject* object_name(PyObject* o) {
   PyObject* name = PyObject_GetAttrString(o, "__qualname__");
   if (name && PyUnicode_Check(name)) return name;
   Py_XDECREF(name);
-  PyErr_Clear();
+  if (!name) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return nullptr;
+    PyErr_Clear();
+  }
   return short_repr(o);
 }
 
@@ -152,7 +194,7 @@ int explain(PyObject** why, GuardValueObject* node, const GuardCheck& c, PyObjec
   return *why ? 0 : -1;
 }
 
-// ---- evaluation on a mapping ---------------------------------------------------------------------
+// ---- evaluation on a mapping --------------------------------------------------------------------
 
 // The value `node` reads from `from` (the f_locals mapping for a local). 1 with *out a new
 // reference, 0 when there is none (unbound, no such attribute or item), -1 on another error.
@@ -217,6 +259,10 @@ int run_check(const GuardCheck& c, PyObject* v) {
 
 // Whether `node` holds, read from `from`. 1 holds, 0 fails (*why, when asked, says why), -1 error.
 int eval_value(GuardValueObject* node, PyObject* from, PyObject** why) {
+  if (!node->key) {
+    refuse_cleared_guard(nullptr);
+    return -1;
+  }
   PyObject* v = nullptr;
   const int got = read_value(node, from, &v);
   if (got <= 0) {
@@ -235,9 +281,6 @@ int eval_value(GuardValueObject* node, PyObject* from, PyObject** why) {
     if (ok <= 0) break;
   }
   if (ok > 0) {
-    // A child may be dropped meanwhile only by code clearing a frozen guard's owner: the list is
-    // not changed by evaluation (frozen guards cannot change; others change only from Python,
-    // which a predicate might call -- so iterate by index over the current list).
     for (size_t i = 0; ok > 0 && i < node->children->size(); i++) {
       GuardValueObject* child = (*node->children)[i];
       Py_INCREF(child);
@@ -251,22 +294,28 @@ int eval_value(GuardValueObject* node, PyObject* from, PyObject** why) {
 
 // Whether the guard holds on `f_locals`. 1, 0 (*why set when asked), -1 error.
 int eval_guard(GuardObject* g, PyObject* f_locals, PyObject** why) {
+  if (refuse_cleared_guard(g)) return -1;
   if (!PyMapping_Check(f_locals)) {
     PyErr_Format(PyExc_TypeError, "Guard: f_locals must be a mapping, not %.100s",
                  Py_TYPE(f_locals)->tp_name);
     return -1;
   }
-  for (size_t i = 0; i < g->locals->size(); i++) {
+  // A predicate may call a guard, this one included: each call counts as a Python call, so a
+  // guard that checks itself ends in RecursionError, not in a C stack overflow.
+  if (Py_EnterRecursiveCall(" while checking a Guard")) return -1;
+  Reading reading(g);
+  int ok = 1;
+  for (size_t i = 0; ok > 0 && i < g->locals->size(); i++) {
     GuardValueObject* local = (*g->locals)[i];
     Py_INCREF(local);
-    const int ok = eval_value(local, f_locals, why);
+    ok = eval_value(local, f_locals, why);
     Py_DECREF(local);
-    if (ok <= 0) return ok;
   }
-  return 1;
+  Py_LeaveRecursiveCall();
+  return ok;
 }
 
-// ---- what runs no code ---------------------------------------------------------------------------
+// ---- what runs no code --------------------------------------------------------------------------
 
 // Constants equals() compares without running code: exact builtin scalars, whose == is C.
 bool is_plain_constant(PyObject* c) {
@@ -276,8 +325,8 @@ bool is_plain_constant(PyObject* c) {
 
 // Builtin containers whose len() is C.
 bool has_plain_length(PyObject* type) {
-  for (PyTypeObject* t : {&PyTuple_Type, &PyList_Type, &PyDict_Type, &PyUnicode_Type,
-                          &PyBytes_Type, &PyByteArray_Type, &PySet_Type, &PyFrozenSet_Type}) {
+  for (PyTypeObject* t : {&PyTuple_Type, &PyList_Type, &PyDict_Type, &PyUnicode_Type, &PyBytes_Type,
+                          &PyByteArray_Type, &PySet_Type, &PyFrozenSet_Type}) {
     if (type == reinterpret_cast<PyObject*>(t)) return true;
   }
   return false;
@@ -311,9 +360,16 @@ bool guard_runs_no_code(GuardObject* g) {
   return true;
 }
 
-// ---- building -------------------------------------------------------------------------------------
+// ---- building -----------------------------------------------------------------------------------
 
+// A guard that may not change now: frozen, being read, or cleared. True with RuntimeError set.
 bool refuse_if_frozen(GuardObject* g) {
+  if (refuse_cleared_guard(g)) return true;
+  if (g->readers > 0) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "a Guard cannot change while it is being checked or described");
+    return true;
+  }
   if (!g->frozen) return false;
   PyErr_SetString(PyExc_RuntimeError,
                   "this Guard guards cached code (it was given to a GuardedCode), so its checks "
@@ -328,6 +384,7 @@ GuardValueObject* new_value(GuardObject* g, GuardValueObject* parent, GuardAcces
   v->guard = reinterpret_cast<GuardObject*>(Py_NewRef(g));
   v->parent = parent;
   v->access = access;
+  v->depth = parent ? parent->depth + 1 : 0;
   v->key = Py_NewRef(key);
   v->checks = new (std::nothrow) std::vector<GuardCheck>();
   v->children = new (std::nothrow) std::vector<GuardValueObject*>();
@@ -353,9 +410,16 @@ bool same_key(PyObject* a, PyObject* b) {
 PyObject* value_for(GuardObject* g, GuardValueObject* parent, std::vector<GuardValueObject*>* list,
                     GuardAccess access, PyObject* key) {
   for (GuardValueObject* v : *list) {
-    if (same_key(v->key, key)) return Py_NewRef(reinterpret_cast<PyObject*>(v));
+    if (v->access == access && same_key(v->key, key)) {
+      return Py_NewRef(reinterpret_cast<PyObject*>(v));
+    }
   }
   if (refuse_if_frozen(g)) return nullptr;
+  if (parent && parent->depth + 1 > kMaxDepth) {
+    PyErr_Format(PyExc_ValueError, "a Guard reads values at most %d attributes or items deep",
+                 kMaxDepth);
+    return nullptr;
+  }
   GuardValueObject* v = new_value(g, parent, access, key);
   if (!v) return nullptr;
   try {
@@ -424,7 +488,12 @@ PyObject* value_len_is(PyObject* self, PyObject* arg) {
     return nullptr;
   }
   const Py_ssize_t n = PyLong_AsSsize_t(arg);
-  if (n == -1 && PyErr_Occurred()) return nullptr;
+  if (n == -1 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return nullptr;
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "len_is() length is too large");
+    return nullptr;
+  }
   if (n < 0) {
     PyErr_Format(PyExc_ValueError, "len_is() needs a length >= 0, not %zd", n);
     return nullptr;
@@ -454,10 +523,17 @@ PyObject* value_item(PyObject* self_obj, PyObject* key) {
   return value_for(self->guard, self, self->children, GuardAccess::kItem, key);
 }
 
-PyObject* value_get_source(PyObject* self, void*) { return value_source(as_value(self)); }
+// value_source() while its guard is being read (a key's repr may run code).
+PyObject* value_source_reading(GuardValueObject* v) {
+  if (refuse_cleared_guard(v->guard)) return nullptr;
+  Reading reading(v->guard);
+  return value_source(v);
+}
+
+PyObject* value_get_source(PyObject* self, void*) { return value_source_reading(as_value(self)); }
 
 PyObject* value_repr(PyObject* self) {
-  PyObject* source = value_source(as_value(self));
+  PyObject* source = value_source_reading(as_value(self));
   if (!source) return nullptr;
   PyObject* r = PyUnicode_FromFormat("<GuardValue %U>", source);
   Py_DECREF(source);
@@ -485,7 +561,11 @@ int value_clear(PyObject* self_obj) {
   if (self->checks) checks.swap(*self->checks);
   if (self->children) children.swap(*self->children);
   for (GuardCheck& c : checks) Py_CLEAR(c.obj);
-  for (GuardValueObject* child : children) Py_DECREF(child);
+  for (GuardValueObject* child : children) {
+    child->parent = nullptr;  // this value may go before it
+    Py_DECREF(child);
+  }
+  self->parent = nullptr;
   Py_CLEAR(self->key);
   Py_CLEAR(self->guard);
   return 0;
@@ -559,7 +639,9 @@ PyObject* guard_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   auto* g = PyObject_GC_New(GuardObject, type);
   if (!g) return nullptr;
   g->vectorcall = guard_vectorcall;
+  g->readers = 0;
   g->frozen = false;
+  g->cleared = false;
   g->locals = new (std::nothrow) std::vector<GuardValueObject*>();
   PyObject_GC_Track(g);
   if (!g->locals) {
@@ -567,6 +649,16 @@ PyObject* guard_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     return PyErr_NoMemory();
   }
   return reinterpret_cast<PyObject*>(g);
+}
+
+// Guard.__init__ (tp_new took the arguments): rejects arguments as tp_new does.
+int guard_init(PyObject*, PyObject* args, PyObject* kwargs) {
+  if (PyTuple_GET_SIZE(args) > 0 || (kwargs && PyDict_GET_SIZE(kwargs) > 0)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "Guard() takes no arguments: add checks with guard.local(name)");
+    return -1;
+  }
+  return 0;
 }
 
 PyObject* guard_local(PyObject* self_obj, PyObject* arg) {
@@ -611,9 +703,12 @@ bool append_check_texts(GuardValueObject* v, PyObject* out) {
 }
 
 PyObject* guard_get_checks(PyObject* self, void*) {
+  GuardObject* g = as_guard(self);
+  if (refuse_cleared_guard(g)) return nullptr;
   PyObject* list = PyList_New(0);
   if (!list) return nullptr;
-  for (GuardValueObject* local : *as_guard(self)->locals) {
+  Reading reading(g);  // a repr of a check's object may run code
+  for (GuardValueObject* local : *g->locals) {
     if (!append_check_texts(local, list)) {
       Py_DECREF(list);
       return nullptr;
@@ -654,6 +749,7 @@ int guard_traverse(PyObject* self_obj, visitproc visit, void* arg) {
 
 int guard_clear(PyObject* self_obj) {
   GuardObject* self = as_guard(self_obj);
+  self->cleared = true;
   std::vector<GuardValueObject*> locals;
   if (self->locals) locals.swap(*self->locals);
   for (GuardValueObject* v : locals) Py_DECREF(v);
@@ -699,7 +795,7 @@ bool prepare_guard_for_code(PyObject* guard, PyCodeObject* frame_code, bool same
                             FrameGuardProgram** program) {
   *program = nullptr;
   GuardObject* g = as_guard(guard);
-  g->frozen = true;
+  if (refuse_cleared_guard(g)) return false;
   for (GuardValueObject* local : *g->locals) {
     if (frame_local_index(frame_code, local->key) < 0) {
       PyErr_Format(PyExc_ValueError,
@@ -710,6 +806,7 @@ bool prepare_guard_for_code(PyObject* guard, PyCodeObject* frame_code, bool same
       return false;
     }
   }
+  g->frozen = true;
   if (!same_code || !guard_runs_no_code(g)) return true;
   auto* p = new (std::nothrow) FrameGuardProgram();
   if (!p) {
@@ -720,7 +817,10 @@ bool prepare_guard_for_code(PyObject* guard, PyCodeObject* frame_code, bool same
   try {
     for (GuardValueObject* local : *g->locals) {
       const int32_t index = frame_local_index(frame_code, local->key);
-      FrameGuardOp read{nullptr, nullptr, 0, index < nargs ? index : index - nargs,
+      FrameGuardOp read{nullptr,
+                        nullptr,
+                        0,
+                        index < nargs ? index : index - nargs,
                         index < nargs ? GuardLoad::kArgument : GuardLoad::kFree,
                         GuardCheckKind::kBound};
       auto c = local->checks->begin();
@@ -790,6 +890,7 @@ bool eval_frame_guard_init(PyObject* module) {
       "when every check holds. When no check runs Python code (see runs_no_code), a cache hit "
       "is decided from the frame without calling it.");
   t->tp_new = guard_new;
+  t->tp_init = guard_init;
   t->tp_dealloc = guard_dealloc;
   t->tp_traverse = guard_traverse;
   t->tp_clear = guard_clear;

@@ -20,22 +20,22 @@ namespace framescope::py {
 
 /// What a check tests of a value (GuardValue's methods).
 enum class GuardCheckKind : uint8_t {
-  kBound,       ///< the value exists (a local with no checks of its own)
-  kTypeIs,      ///< type(v) is obj
-  kIs,          ///< v is obj
-  kIsNone,      ///< v is None
-  kIsNotNone,   ///< v is not None
-  kEquals,      ///< type(v) is type(obj) and v == obj
-  kLenIs,       ///< len(v) == n
-  kSatisfies,   ///< obj(v) is true (a Python predicate)
+  kBound,      ///< the value exists (a local with no checks of its own)
+  kTypeIs,     ///< type(v) is obj
+  kIs,         ///< v is obj
+  kIsNone,     ///< v is None
+  kIsNotNone,  ///< v is not None
+  kEquals,     ///< type(v) is type(obj) and v == obj
+  kLenIs,      ///< len(v) == n
+  kSatisfies,  ///< obj(v) is true (a Python predicate)
 };
 
 /// Where a FrameGuardOp finds its value.
 enum class GuardLoad : uint8_t {
-  kPrevious,        ///< the previous op's value
-  kTypedArgument,   ///< argument slot `index`, whose type must be exactly `type`
-  kArgument,        ///< argument slot `index`
-  kFree,            ///< free variable `index` (of type `type`, when set)
+  kPrevious,       ///< the previous op's value
+  kTypedArgument,  ///< argument slot `index`, whose type must be exactly `type`
+  kArgument,       ///< argument slot `index`
+  kFree,           ///< free variable `index` (of type `type`, when set)
 };
 
 /// One step of a FrameGuardProgram: read a value (unless it is the previous op's), check that its
