@@ -497,3 +497,25 @@ def test_reads_chain_a_bounded_number_of_levels() -> None:
         v.len_is(2**80)
     with pytest.raises(TypeError, match="takes no arguments"):
         ef.Guard.__init__(ef.Guard(), 1)  # type: ignore[call-arg]
+
+
+def test_the_specializing_example_runs_each_version_and_says_why_others_missed() -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = os.path.join(root, "examples", "eval_frame_guard.py")
+    result = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "results: [8.0, 8.0, 32.0, 8.0, 32.0, 1048576.0, 4.0, 2.0]"
+    assert lines[1:5] == [
+        "cached versions, most recently hit first:",
+        "   type(L['n']) is int and L['n'] == 2",
+        "   type(L['n']) is int and L['n'] == 5",
+        "   type(L['n']) is int and L['n'] == 3",
+    ]
+    assert lines[5] == "why cached versions did not apply:"
+    assert lines[6:9] == ["   L['n'] == 3: it is 5", "   L['n'] == 5: it is 3", "   L['n'] == 3: it is 5"]
+    assert len(lines) == 16
