@@ -6,6 +6,9 @@ f_locals for every kind of check, local and frame layout."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import weakref
 from typing import Any, Callable, Iterator
 
@@ -356,7 +359,6 @@ def test_a_guard_that_raises_follows_guard_errors(errors: str) -> None:
         return g
 
     cb = GuardCacher(f, make)
-    codes_to_reset.append(f.__code__)
     with ef.use_callback(cb, guard_errors=errors):  # type: ignore[arg-type]
         f(1)  # no attribute: the guard fails (no entry yet: cached)
         if errors == "raise":
@@ -500,10 +502,6 @@ def test_reads_chain_a_bounded_number_of_levels() -> None:
 
 
 def test_the_specializing_example_runs_each_version_and_says_why_others_missed() -> None:
-    import os
-    import subprocess
-    import sys
-
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     script = os.path.join(root, "examples", "eval_frame_guard.py")
     result = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
