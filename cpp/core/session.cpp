@@ -395,6 +395,9 @@ void enable_profiler(const SessionConfig& config) {
             "trace has no CPU times");
       }
     }
+    // Last before publication: nothing after it throws, so the refill thread is stopped only by
+    // disable_profiler().
+    internal::ChunkPool::instance().start_refilling();
     g_session = session;
     g_session_epoch.store(epoch, std::memory_order_release);
     internal::g_range_consumers.fetch_add(1, std::memory_order_relaxed);
@@ -447,6 +450,9 @@ RawTracePtr disable_profiler() {
   g_session_epoch.store(0, std::memory_order_release);
   g_session.reset();
   internal::g_range_consumers.fetch_sub(1, std::memory_order_relaxed);
+  // No thread of framescope's outlives the session (the pool's refill thread joined here, under
+  // g_session_mutex, so that no fork happens meanwhile).
+  internal::ChunkPool::instance().stop_refilling();
   // Pop our marker if it is on top (it is unless the caller left guards unbalanced).
   if (ThreadLocalDebugInfo::peek(DebugInfoKind::kProfilerState)) {
     ThreadLocalDebugInfo::pop(DebugInfoKind::kProfilerState);
@@ -578,7 +584,9 @@ void fork_parent() noexcept {
 
 void fork_child() noexcept {
   // The forking thread took the locks, and it is the one thread of the child: releasing them
-  // here is what pthread_atfork is for (all are default, non-robust mutexes).
+  // here is what pthread_atfork is for (all are default, non-robust mutexes). The pool's refill
+  // thread is not in the child either: the pool starts it again when next used.
+  ChunkPool::instance().forget_refill_thread_in_fork_child();
   fork_release_locks();
   std::shared_ptr<Session> session = std::move(g_fork_session);
   if (!session) return;

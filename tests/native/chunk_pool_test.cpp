@@ -1,0 +1,135 @@
+// tests/native/chunk_pool_test.cpp: the chunk pool's refill thread maps chunks ahead of the
+// threads that record, runs only while a session does, and starts again in a fork child.
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "chunk_pool.h"
+#include "test_support.h"
+
+namespace framescope_test {
+namespace {
+
+using internal::ChunkPool;
+using internal::RawEvent;
+
+class ChunkPoolTest : public CoreTest {};
+
+// Threads of this process now (/proc/self/task).
+int thread_count() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+SessionConfig without_sampler() {
+  SessionConfig cfg;
+  cfg.cpu_sample_period_ns = 0;  // its thread would be counted too
+  return cfg;
+}
+
+// Takes `n` full chunks one at a time, letting the refill thread catch up after each (as it does
+// while a thread fills a chunk). Returns false when it did not within 10 s.
+bool take_chunks_with_refills(std::vector<RawEvent*>& taken, size_t n) {
+  ChunkPool& pool = ChunkPool::instance();
+  for (size_t i = 0; i < n; ++i) {
+    RawEvent* c = pool.acquire();
+    if (!c) return false;
+    taken.push_back(c);
+    if (!pool.wait_until_refilled(10000)) return false;
+  }
+  return true;
+}
+
+TEST_F(ChunkPoolTest, RefillThreadMapsChunksAheadWhileASessionRuns) {
+  ChunkPool& pool = ChunkPool::instance();
+  enable_profiler(without_sampler());
+  const ChunkPool::Stats before = pool.stats();
+  EXPECT_GE(before.free_chunks, (SessionConfig{}.prefault_bytes) / ChunkPool::kChunkBytes);
+  std::vector<RawEvent*> taken;
+  // More than the pool held: every chunk beyond it was mapped by the refill thread.
+  const size_t n = before.free_chunks + 3 * ChunkPool::kRefillToChunks;
+  ASSERT_TRUE(take_chunks_with_refills(taken, n));
+  const ChunkPool::Stats after = pool.stats();
+  EXPECT_EQ(after.mapped_on_demand, before.mapped_on_demand) << "a taker mapped a chunk itself";
+  EXPECT_GE(after.mapped_ahead, before.mapped_ahead + 3 * ChunkPool::kRefillToChunks);
+  EXPECT_GE(after.free_chunks, ChunkPool::kRefillBelowChunks);
+  // The chunks are mapped and writable end to end.
+  for (RawEvent* c : taken) {
+    c[0] = RawEvent{};
+    c[ChunkPool::kChunkEvents - 1] = RawEvent{};
+  }
+  disable_profiler();
+  for (RawEvent* c : taken) pool.release(c);
+}
+
+TEST_F(ChunkPoolTest, NoThreadOutlivesTheSession) {
+  const int threads_before = thread_count();
+  enable_profiler(without_sampler());
+  EXPECT_EQ(thread_count(), threads_before + 1) << "the refill thread";
+  { FRAMESCOPE_RANGE("work"); }
+  Trace t = stop_profiler();
+  EXPECT_EQ(thread_count(), threads_before);
+  EXPECT_EQ(find_events(t, "work").size(), 1u);
+}
+
+TEST_F(ChunkPoolTest, BetweenSessionsChunksAreMappedOnDemand) {
+  ChunkPool& pool = ChunkPool::instance();
+  std::vector<RawEvent*> taken;
+  const ChunkPool::Stats before = pool.stats();
+  const size_t n = before.free_chunks + 2;
+  for (size_t i = 0; i < n; ++i) taken.push_back(pool.acquire());
+  for (RawEvent* c : taken) ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(pool.wait_until_refilled(0)) << "no refill is asked for without a session";
+  EXPECT_EQ(pool.stats().mapped_on_demand, before.mapped_on_demand + 2);
+  for (RawEvent* c : taken) pool.release(c);
+}
+
+TEST_F(ChunkPoolTest, AForkChildsSessionStartsItsOwnRefillThread) {
+  enable_profiler(without_sampler());
+  const int parent_threads = thread_count();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child: only the forking thread. No gtest macros (not fork-safe): exit codes say what
+    // failed.
+    if (thread_count() != 1) _exit(10);
+    ChunkPool& pool = ChunkPool::instance();
+    if (pool.stats().mapped_ahead != 0) _exit(11);  // counts start again in the child
+    std::vector<RawEvent*> taken;
+    const size_t n = pool.stats().free_chunks + 2 * ChunkPool::kRefillToChunks;
+    if (!take_chunks_with_refills(taken, n)) _exit(12);
+    if (thread_count() != 2) _exit(13);  // its own refill thread
+    if (pool.stats().mapped_ahead < 2 * ChunkPool::kRefillToChunks) _exit(14);
+    Trace t = stop_profiler();
+    if (thread_count() != 1) _exit(15);
+    for (RawEvent* c : taken) pool.release(c);
+    _exit(0);
+  }
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL() << "the fork child hung";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(thread_count(), parent_threads) << "the parent's refill thread still runs";
+  disable_profiler();
+}
+
+}  // namespace
+}  // namespace framescope_test
