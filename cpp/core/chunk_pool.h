@@ -23,9 +23,9 @@ namespace framescope::internal {
 /// kRefillBelowChunks free wakes it, and it maps chunks until kRefillToChunks are free. A
 /// recording thread maps a chunk itself only when none is free (the refill thread behind, or
 /// not running). The refill thread runs while a session records: start_refilling() at the
-/// session's start starts it and stop_refilling() at its stop joins it, so that no thread of framescope's
-/// is left in a process that then forks (Python 3.12+ warns at os.fork() in a process with
-/// several threads). In a fork child whose session goes on, the next chunk taken starts it.
+/// session's start starts it and stop_refilling() at its stop joins it, so that no thread of
+/// framescope's is left in a process that then forks (Python 3.12+ warns at os.fork() in a process
+/// with several threads). In a fork child whose session goes on, the next chunk taken starts it.
 /// Between sessions, chunks are mapped on demand (a C++ range recorded with no session).
 ///
 /// Freed chunks are kept for the next session up to `kRetainBytes`. Thread-safe: one mutex,
@@ -92,9 +92,9 @@ class ChunkPool {
   std::condition_variable refill_wanted_cv_;  // the refill thread waits here for work or stop
   std::condition_variable refilled_cv_;       // wait_until_refilled() waits here
   std::thread* refill_thread_ = nullptr;      // a pointer: a fork child drops it, never joins it
-  bool refilling_ = false;      // between start_refilling() and stop_refilling()
-  bool refill_wanted_ = false;  // work asked of the refill thread
-  bool refill_stop_ = false;    // the refill thread is to exit
+  bool refilling_ = false;                    // between start_refilling() and stop_refilling()
+  bool refill_wanted_ = false;                // work asked of the refill thread
+  bool refill_stop_ = false;                  // the refill thread is to exit
   Stats counts_;  // mapped_ahead and mapped_on_demand (free_chunks is free_.size())
 };
 

@@ -12,11 +12,12 @@ namespace framescope::py {
 void bind_session(nb::module_& m);
 void bind_session_control(nb::module_& m);  // bindings/session_control.cpp
 void bind_trace(nb::module_& m);
-void bind_analysis(nb::module_& m);         // bindings/bindings_analysis.cpp
-void bind_tables(nb::module_& m);           // bindings/bindings_tables.cpp
-void bind_snapshot(nb::module_& m);         // bindings/bindings_snapshot.cpp
-void bind_trace_processes(nb::module_& m);  // bindings/bindings_processes.cpp
-bool bench_hooks_init(PyObject* module);    // bench/bench_hooks.cpp (benchmarks)
+void bind_analysis(nb::module_& m);            // bindings/bindings_analysis.cpp
+void bind_tables(nb::module_& m);              // bindings/bindings_tables.cpp
+void bind_snapshot(nb::module_& m);            // bindings/bindings_snapshot.cpp
+void bind_trace_processes(nb::module_& m);     // bindings/bindings_processes.cpp
+bool bench_hooks_init(PyObject* module);       // bench/bench_hooks.cpp (benchmarks)
+bool bench_chunk_pool_init(PyObject* module);  // bench/bench_chunk_pool.cpp (benchmarks)
 bool torch_ops_init(PyObject* module);      // integrations/torch_ops.cpp (profile(torch_ops=True))
 bool torch_memory_init(PyObject* module);   // integrations/torch_memory.cpp (torch's tensor memory)
 bool term_signal_init(PyObject* module);    // integrations/term_signal.cpp (framescope.follow)
@@ -48,8 +49,9 @@ NB_MODULE(_core, m) {
   framescope::py::bind_session_control(m);
   if (!framescope::py::record_function_init(m.ptr()) || !framescope::py::c_api_init(m.ptr()) ||
       !framescope::py::eval_frame_api_init(m.ptr()) || !framescope::py::bench_hooks_init(m.ptr()) ||
-      !framescope::py::torch_ops_init(m.ptr()) || !framescope::py::torch_memory_init(m.ptr()) ||
-      !framescope::py::term_signal_init(m.ptr()) || !framescope::py::asyncio_steps_init(m.ptr())) {
+      !framescope::py::bench_chunk_pool_init(m.ptr()) || !framescope::py::torch_ops_init(m.ptr()) ||
+      !framescope::py::torch_memory_init(m.ptr()) || !framescope::py::term_signal_init(m.ptr()) ||
+      !framescope::py::asyncio_steps_init(m.ptr())) {
     throw nb::python_error();
   }
   framescope::py::fallback::register_own_functions(m.ptr());  // once every function is defined

@@ -295,6 +295,11 @@ def _clock_floor_eval_hook(enable: bool) -> None:
     and stores two 16-byte events in a small ring: the limit of any tracer that times every call
     (bench/tracer_overhead.py)."""
 
+def _chunk_pool_stats() -> dict[str, int]:
+    """Full event chunks this process mapped ahead ("mapped_ahead": the pool's refill thread, a
+    session's start) and on demand ("mapped_on_demand": by a recording thread that found none
+    free), and the free chunks now ("free_chunks"). For benchmarks (bench/self_time_stalls.py)."""
+
 def _save_on_sigterm(callback: Callable[[], bool], /) -> bool:
     """On SIGTERM, calls callback() from a thread of framescope's (which records nothing) and
     ends the process by SIGTERM when it returns true; False when SIGTERM already has a handler

@@ -76,7 +76,9 @@ TEST_F(ChunkPoolTest, NoThreadOutlivesTheSession) {
   const int threads_before = thread_count();
   enable_profiler(without_sampler());
   EXPECT_EQ(thread_count(), threads_before + 1) << "the refill thread";
-  { FRAMESCOPE_RANGE("work"); }
+  {
+    FRAMESCOPE_RANGE("work");
+  }
   Trace t = stop_profiler();
   EXPECT_EQ(thread_count(), threads_before);
   EXPECT_EQ(find_events(t, "work").size(), 1u);
