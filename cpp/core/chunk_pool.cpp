@@ -2,12 +2,12 @@
 #include "chunk_pool.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <new>
-#include <thread>
 
 namespace framescope::internal {
 
@@ -92,9 +92,10 @@ void ChunkPool::forget_refill_thread_in_fork_child() noexcept {
   // constructed anew over the old ones.
   new (&refill_wanted_cv_) std::condition_variable();
   new (&refilled_cv_) std::condition_variable();
-  refill_thread_ = nullptr;  // its handle is leaked: joining a thread the child lacks would hang
+  refill_thread_running_ = false;  // not joined: the child lacks it
   refill_wanted_ = false;
   refill_stop_ = false;
+  in_fork_child_ = true;
   counts_ = Stats{};
 }
 
@@ -105,18 +106,15 @@ void ChunkPool::start_refilling() noexcept {
 }
 
 void ChunkPool::stop_refilling() noexcept {
-  std::thread* thread;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     refilling_ = false;
-    thread = refill_thread_;
-    refill_thread_ = nullptr;
-    if (!thread) return;
+    if (!refill_thread_running_) return;
+    refill_thread_running_ = false;
     refill_stop_ = true;
     refill_wanted_cv_.notify_one();
   }
-  thread->join();  // at most one chunk's mapping away (~90 us)
-  delete thread;
+  pthread_join(refill_thread_, nullptr);  // at most one chunk's mapping away (~90 us)
   std::lock_guard<std::mutex> lock(mutex_);
   refill_stop_ = false;
   refill_wanted_ = false;
@@ -124,25 +122,31 @@ void ChunkPool::stop_refilling() noexcept {
 }
 
 void ChunkPool::start_refill_thread_locked() noexcept {
-  if (refill_thread_ || !refilling_) return;
-  try {
-    refill_thread_ = new std::thread([this] { refill_loop(); });
-  } catch (...) {
-    // No thread (EAGAIN, no memory): recording threads map their chunks themselves.
-    refill_thread_ = nullptr;
-  }
+  if (refill_thread_running_ || !refilling_ || in_fork_child_) return;
+  // The thread must never run a signal handler (Python's, say): everything is blocked in it. The
+  // mask is inherited from the creating thread, so it is set around pthread_create.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  refill_thread_running_ =
+      pthread_create(&refill_thread_, nullptr, &ChunkPool::run_refill_thread, this) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  // No thread (EAGAIN): recording threads map their chunks themselves.
+  if (refill_thread_running_) pthread_setname_np(refill_thread_, "framescope-pool");
 }
 
 void ChunkPool::request_refill_locked() noexcept {
-  if (refill_wanted_) return;
-  start_refill_thread_locked();  // a fork child's first chunk, or after a failed start
-  if (!refill_thread_) return;
+  if (refill_wanted_ || !refill_thread_running_) return;
   refill_wanted_ = true;
   refill_wanted_cv_.notify_one();
 }
 
-void ChunkPool::refill_loop() {
-  pthread_setname_np(pthread_self(), "framescope-pool");
+void* ChunkPool::run_refill_thread(void* self) noexcept {
+  static_cast<ChunkPool*>(self)->refill_loop();
+  return nullptr;
+}
+
+void ChunkPool::refill_loop() noexcept {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     refill_wanted_cv_.wait(lock, [this] { return refill_wanted_ || refill_stop_; });

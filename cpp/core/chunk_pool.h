@@ -1,10 +1,11 @@
 // cpp/core/chunk_pool.h: process-wide pool of pre-faulted event chunks, reused across sessions.
 #pragma once
 
+#include <pthread.h>
+
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "framescope/internal/raw_event.h"
@@ -24,9 +25,12 @@ namespace framescope::internal {
 /// recording thread maps a chunk itself only when none is free (the refill thread behind, or
 /// not running). The refill thread runs while a session records: start_refilling() at the
 /// session's start starts it and stop_refilling() at its stop joins it, so that no thread of
-/// framescope's is left in a process that then forks (Python 3.12+ warns at os.fork() in a process
-/// with several threads). In a fork child whose session goes on, the next chunk taken starts it.
-/// Between sessions, chunks are mapped on demand (a C++ range recorded with no session).
+/// framescope's is left in a process that then forks (Python 3.12+ warns at os.fork() in a
+/// process with several threads). It never runs in a fork child (whose session goes on, or a new
+/// one): another thread of the parent may have held a lock of the allocator at the fork, which a
+/// new thread's start can then wait on for ever (ASan's allocator does); the child maps its
+/// chunks on demand, as without the thread. Between sessions, chunks are mapped on demand too
+/// (a C++ range recorded with no session).
 ///
 /// Freed chunks are kept for the next session up to `kRetainBytes`. Thread-safe: one mutex,
 /// taken once per chunk.
@@ -78,23 +82,26 @@ class ChunkPool {
   void lock_for_fork() noexcept { mutex_.lock(); }
   void unlock_after_fork() noexcept { mutex_.unlock(); }
   /// In the child, with the mutex still taken by lock_for_fork(): the refill thread does not
-  /// exist there, so it is forgotten and its condition variables are made anew (the parent's
-  /// waiter on them is not in the child).
+  /// exist there and is never started again, so it is forgotten and its condition variables are
+  /// made anew (the parent's waiter on them is not in the child).
   void forget_refill_thread_in_fork_child() noexcept;
 
  private:
   void start_refill_thread_locked() noexcept;
   void request_refill_locked() noexcept;
-  void refill_loop();
+  static void* run_refill_thread(void* self) noexcept;
+  void refill_loop() noexcept;
 
   mutable std::mutex mutex_;
   std::vector<RawEvent*> free_;
   std::condition_variable refill_wanted_cv_;  // the refill thread waits here for work or stop
   std::condition_variable refilled_cv_;       // wait_until_refilled() waits here
-  std::thread* refill_thread_ = nullptr;      // a pointer: a fork child drops it, never joins it
-  bool refilling_ = false;                    // between start_refilling() and stop_refilling()
-  bool refill_wanted_ = false;                // work asked of the refill thread
-  bool refill_stop_ = false;                  // the refill thread is to exit
+  pthread_t refill_thread_{};
+  bool refill_thread_running_ = false;  // refill_thread_ is a thread of this process, to join
+  bool in_fork_child_ = false;          // no refill thread is started here
+  bool refilling_ = false;              // between start_refilling() and stop_refilling()
+  bool refill_wanted_ = false;          // work asked of the refill thread
+  bool refill_stop_ = false;            // the refill thread is to exit
   Stats counts_;  // mapped_ahead and mapped_on_demand (free_chunks is free_.size())
 };
 

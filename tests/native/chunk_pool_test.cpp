@@ -1,6 +1,7 @@
 // tests/native/chunk_pool_test.cpp: the chunk pool's refill thread maps chunks ahead of the
-// threads that record, runs only while a session does, and starts again in a fork child.
+// threads that record, runs only while a session does, and never in a fork child.
 #include <dirent.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,24 +97,34 @@ TEST_F(ChunkPoolTest, BetweenSessionsChunksAreMappedOnDemand) {
   for (RawEvent* c : taken) pool.release(c);
 }
 
-TEST_F(ChunkPoolTest, AForkChildsSessionStartsItsOwnRefillThread) {
+TEST_F(ChunkPoolTest, AForkChildMapsItsChunksOnDemandWithoutAThread) {
   enable_profiler(without_sampler());
   const int parent_threads = thread_count();
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    // The child: only the forking thread. No gtest macros (not fork-safe): exit codes say what
-    // failed.
-    if (thread_count() != 1) _exit(10);
+    // The child: only the forking thread, and no refill thread is started, for the session that
+    // goes on nor for a new one. No gtest macros (not fork-safe): exit codes say what failed.
     ChunkPool& pool = ChunkPool::instance();
-    if (pool.stats().mapped_ahead != 0) _exit(11);  // counts start again in the child
+    if (thread_count() != 1) _exit(10);
+    if (pool.stats().mapped_ahead != 0 || pool.stats().mapped_on_demand != 0) _exit(11);
     std::vector<RawEvent*> taken;
-    const size_t n = pool.stats().free_chunks + 2 * ChunkPool::kRefillToChunks;
-    if (!take_chunks_with_refills(taken, n)) _exit(12);
-    if (thread_count() != 2) _exit(13);  // its own refill thread
-    if (pool.stats().mapped_ahead < 2 * ChunkPool::kRefillToChunks) _exit(14);
-    Trace t = stop_profiler();
+    const size_t n = pool.stats().free_chunks + 3;
+    for (size_t i = 0; i < n; ++i) taken.push_back(pool.acquire());
+    for (RawEvent* c : taken) {
+      if (!c) _exit(12);
+    }
+    if (!pool.wait_until_refilled(0)) _exit(13);  // nothing was asked of a thread
+    if (pool.stats().mapped_on_demand != 3) _exit(14);
     if (thread_count() != 1) _exit(15);
+    stop_profiler();
+    enable_profiler(without_sampler());
+    {
+      FRAMESCOPE_RANGE("second_child_session");
+    }
+    if (thread_count() != 1) _exit(16);
+    Trace t = stop_profiler();
+    if (find_events(t, "second_child_session").size() != 1) _exit(17);
     for (RawEvent* c : taken) pool.release(c);
     _exit(0);
   }
@@ -130,7 +141,11 @@ TEST_F(ChunkPoolTest, AForkChildsSessionStartsItsOwnRefillThread) {
   ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_EQ(thread_count(), parent_threads) << "the parent's refill thread still runs";
+  // ... and still maps ahead.
+  std::vector<RawEvent*> taken;
+  ASSERT_TRUE(take_chunks_with_refills(taken, ChunkPool::instance().stats().free_chunks + 2));
   disable_profiler();
+  for (RawEvent* c : taken) ChunkPool::instance().release(c);
 }
 
 }  // namespace
