@@ -199,3 +199,39 @@ print("status", status)
     out = run_python(code, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "status 0" in out.stdout
+
+
+def test_no_framescope_thread_outlives_a_session() -> None:
+    """The chunk pool's refill thread (and the CPU sampler's) run only while a session does, so
+    an os.fork() after it sees one thread: no 3.12+ DeprecationWarning about forking a process
+    with threads. A fork child's session records with no refill thread (its chunks are mapped on
+    demand) and keeps every event."""
+    code = """
+import os, sys, warnings, framescope
+warnings.simplefilter("error")
+def threads():
+    return sorted(open(f"/proc/self/task/{t}/comm").read().strip()
+                  for t in os.listdir("/proc/self/task"))
+def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)
+before = threads()
+with framescope.profile() as prof:
+    during = threads()
+    fib(22)  # ~57,000 calls: more than the chunks faulted in at start
+print("during", [t for t in during if t.startswith("framescope")])
+print("after", threads() == before)
+pid = os.fork()  # raises under simplefilter("error") if the process still had threads
+if pid == 0:
+    with framescope.profile(cpu_time=False) as child:
+        child_threads = threads()
+        fib(24)
+    calls = sum(1 for e in child.events() if e.name.endswith(": fib"))
+    os._exit(0 if calls == 150049 and child_threads == before else 3)
+_, status = os.waitpid(pid, 0)
+print("child", status)
+print("calls", sum(1 for e in prof.events() if e.name.endswith(": fib")))
+"""
+    out = run_python(code, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines == ["during ['framescope-cpu', 'framescope-pool']", "after True", "child 0",
+                     "calls 57313"], out.stdout
