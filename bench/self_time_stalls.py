@@ -1,5 +1,4 @@
-"""Stalls the tracer puts into its own trace: traced calls whose self time is far above what such a
-call takes, and what they add up to.
+"""Stalls in the tracer's own trace: traced fib calls with far more self time than a call takes.
 
 fib's calls are all alike (~70 ns of self time each, traced), so a call with more than
 `--threshold-us` (default 30 us) of self time is time that was not the program's: the tracer's

@@ -611,13 +611,18 @@ def trace_notes(raw_py: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]
 # ---- main ----------------------------------------------------------------------------------------
 
 
-def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_pythons_and_workloads(ap: argparse.ArgumentParser) -> None:
+    """--pythons and --workloads, as this bench and bench/tracer_overhead_interleaved.py take them."""
     ap.add_argument("--pythons", nargs="+", default=None,
                     help="interpreters to run (default: every 3.10-3.13 under ~/.pyenv)")
     ap.add_argument("--workloads", nargs="+", default=list(ALL_WORKLOADS),
                     choices=list(ALL_WORKLOADS + EXTRA_WORKLOADS), metavar="NAME",
                     help=f"workloads (default: all: {' '.join(ALL_WORKLOADS)})")
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_pythons_and_workloads(ap)
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(RUNNERS),
                     metavar="NAME", help=f"configurations (default: all: {' '.join(CONFIGS)})")
     ap.add_argument("--runs", type=int, default=None, help="timed runs per process (default 3)")

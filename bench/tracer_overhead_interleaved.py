@@ -1,5 +1,7 @@
-"""Tracer overhead measured in one process per workload: the configurations take turns in a
-Williams-square order, so each ratio compares runs seconds apart in the same memory layout.
+"""Tracer overhead with every configuration in one process per workload, in Williams-square order.
+
+The configurations take turns, so each ratio compares runs seconds apart in the same memory
+layout.
 
 bench/tracer_overhead.py gives every configuration processes of its own and pairs each traced
 run with untraced runs of the same process; framescope ÷ the no-op hook is then a ratio of two
@@ -32,8 +34,6 @@ sys.path.insert(0, BENCH_DIR)
 
 import tracer_overhead as to  # noqa: E402  (the runners, the interpreters, the worker protocol)
 from _results import machine_info, write_results  # noqa: E402
-from workloads import ALL as ALL_WORKLOADS  # noqa: E402
-from workloads import EXTRA as EXTRA_WORKLOADS  # noqa: E402
 
 #: What runs by default: the baseline, the two floors and framescope.
 DEFAULT_CONFIGS = ("untraced", "noop_hook", "clock_floor", "framescope")
@@ -219,11 +219,7 @@ def targets(summary: dict[str, Any]) -> list[str]:
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pythons", nargs="+", default=None,
-                    help="interpreters to run (default: every 3.10-3.13 under ~/.pyenv)")
-    ap.add_argument("--workloads", nargs="+", default=list(ALL_WORKLOADS),
-                    choices=list(ALL_WORKLOADS + EXTRA_WORKLOADS), metavar="NAME",
-                    help=f"workloads (default: all: {' '.join(ALL_WORKLOADS)})")
+    to.add_pythons_and_workloads(ap)
     ap.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS),
                     choices=list(IN_PROCESS), metavar="NAME",
                     help=f"configurations (default: {' '.join(DEFAULT_CONFIGS)}; untraced is "
