@@ -585,7 +585,7 @@ void fork_parent() noexcept {
 void fork_child() noexcept {
   // The forking thread took the locks, and it is the one thread of the child: releasing them
   // here is what pthread_atfork is for (all are default, non-robust mutexes). The pool's refill
-  // thread is not in the child either: the pool starts it again when next used.
+  // thread is not in the child either, and is never started there (chunk_pool.h says why).
   ChunkPool::instance().forget_refill_thread_in_fork_child();
   fork_release_locks();
   std::shared_ptr<Session> session = std::move(g_fork_session);
