@@ -81,13 +81,14 @@ int main(int argc, char** argv) {
         }
         if (tag != ((1 << 3) | 2)) throw std::runtime_error("not a Trace.packet");
         ++packets;
-        fields(p, p + len, [&](uint32_t field, uint32_t wire, uint64_t, const uint8_t* b,
-                               const uint8_t* e) {
-          if (field != 11 || wire != 2) return;
-          fields(b, e, [&](uint32_t f2, uint32_t w2, uint64_t v, const uint8_t*, const uint8_t*) {
-            if (f2 == 9 && w2 == 0 && v < 5) ++types[v];
-          });
-        });
+        fields(p, p + len,
+               [&](uint32_t field, uint32_t wire, uint64_t, const uint8_t* b, const uint8_t* e) {
+                 if (field != 11 || wire != 2) return;
+                 fields(b, e,
+                        [&](uint32_t f2, uint32_t w2, uint64_t v, const uint8_t*, const uint8_t*) {
+                          if (f2 == 9 && w2 == 0 && v < 5) ++types[v];
+                        });
+               });
         p += len;
       }
       const size_t used = size_t(p - buf.data());

@@ -372,7 +372,7 @@ class KeyAveragesVisitor final : public TraceVisitor {
   uint32_t thread_ = UINT32_MAX;
   std::vector<Open> stack_;
   std::vector<OpenRange> ranges_;  // open ranges, outermost first (merge_nested_same_name)
-  std::vector<uint32_t> python_;  // symbols of the open Python frames, outermost first
+  std::vector<uint32_t> python_;   // symbols of the open Python frames, outermost first
   std::unique_ptr<analysis::CpuClock> clock_;
 };
 

@@ -15,7 +15,7 @@ namespace framescope::analysis {
 /// their open-slice record from it. Value type.
 struct OpenSliceTime {
   uint64_t index = 0;
-  int64_t parent = -1;      ///< the open slice it is a child of now (hand_over_open_children)
+  int64_t parent = -1;  ///< the open slice it is a child of now (hand_over_open_children)
   int64_t start_ns = 0;
   int64_t cpu_start = 0;    ///< the thread's CPU clock at start_ns (0 without a clock)
   int64_t charged_ns = 0;   ///< its time already charged to parents that ended before it
@@ -32,8 +32,7 @@ struct OpenSliceTime {
 /// the child's own self time and in the self time of its parent. `clock`: the thread's CPU clock
 /// or null. `Open` derives from OpenSliceTime.
 template <class Open>
-void hand_over_open_children(std::vector<Open>& stack, size_t at, int64_t end_ns,
-                             CpuClock* clock) {
+void hand_over_open_children(std::vector<Open>& stack, size_t at, int64_t end_ns, CpuClock* clock) {
   OpenSliceTime& o = stack[at];
   for (size_t j = at + 1; j < stack.size(); ++j) {
     OpenSliceTime& c = stack[j];

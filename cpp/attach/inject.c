@@ -5,11 +5,11 @@
  * instruction. Running Python code on the interrupted thread would be running it in the middle
  * of whatever C code that thread was executing (half-built objects, locks held). The only work
  * done on the interrupted thread is dlopen() and pthread_create(), both made from a point where
- * it holds no malloc or loader lock (see src/framescope/attach/_gdb_script.gdbpy). The new thread then asks for
- * the GIL with PyGILState_Ensure(): it gets it when the thread holding it drops it at a safe
- * point (the eval loop's GIL drop request, between bytecodes, or a blocking call that released
- * it), so the bootstrap runs while every other thread is at such a point, as any C extension's
- * callback thread would.
+ * it holds no malloc or loader lock (see src/framescope/attach/_gdb_script.gdbpy). The new thread
+ * then asks for the GIL with PyGILState_Ensure(): it gets it when the thread holding it drops it at
+ * a safe point (the eval loop's GIL drop request, between bytecodes, or a blocking call that
+ * released it), so the bootstrap runs while every other thread is at such a point, as any C
+ * extension's callback thread would.
  *
  * Deliberately free of Python.h: the few functions used are in the stable ABI of 3.10-3.13 and
  * are resolved at dlopen() in the target's libpython, so one build serves every version. */

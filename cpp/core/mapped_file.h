@@ -50,8 +50,8 @@ class MappedFile {
   MappedFile() = default;
   void* addr_ = nullptr;
   size_t size_ = 0;
-  int slot_ = -1;          // in the guard's table, -1 when unguarded (table full)
-  std::string path_;       // absolute, as given to load()
+  int slot_ = -1;           // in the guard's table, -1 when unguarded (table full)
+  std::string path_;        // absolute, as given to load()
   std::string shown_path_;  // as given, for messages
   dev_t dev_ = 0;
   ino_t ino_ = 0;

@@ -516,8 +516,7 @@ RawTracePtr disable_profiler() {
   } else if (threads_dropping > 1) {
     raw->warnings.push_back("framescope: " + std::to_string(dropped) + " events dropped on " +
                             std::to_string(threads_dropping) + " threads (the most, " +
-                            std::to_string(most) + ", on thread " + std::to_string(most_tid) +
-                            ")");
+                            std::to_string(most) + ", on thread " + std::to_string(most_tid) + ")");
   }
   if (session->evicted_threads) {
     raw->warnings.push_back(
@@ -529,8 +528,8 @@ RawTracePtr disable_profiler() {
   if (session->unrecorded_threads) {
     raw->warnings.push_back("framescope: " + std::to_string(session->unrecorded_threads) +
                             " threads that started after the memory limit was reached are not "
-                            "in the trace (their " + std::to_string(unrecorded_dropped) +
-                            " events are counted as dropped)");
+                            "in the trace (their " +
+                            std::to_string(unrecorded_dropped) + " events are counted as dropped)");
   }
   return raw;
 }

@@ -24,8 +24,8 @@
 #include <map>
 
 #include "byte_reader.h"
-#include "mapped_file.h"
 #include "framescope/stored_trace.h"
+#include "mapped_file.h"
 #include "trace_file.h"
 #include "trace_part.h"
 
@@ -487,8 +487,8 @@ StoredTrace StoredTrace::deserialize(std::string_view bytes, std::shared_ptr<con
   return deserialize_impl(bytes, std::move(owner), false);
 }
 
-StoredTrace StoredTrace::deserialize_impl(std::string_view bytes,
-                                          std::shared_ptr<const void> owner, bool file_mapping) {
+StoredTrace StoredTrace::deserialize_impl(std::string_view bytes, std::shared_ptr<const void> owner,
+                                          bool file_mapping) {
   using namespace internal;
   if (bytes.size() < 16 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
     throw TraceFormatError("framescope: not a framescope trace (.fstrace)");

@@ -45,8 +45,8 @@ struct ColumnBatch {
   std::vector<uint32_t> thread;           ///< index into TraceView::threads
   std::vector<uint32_t> name;             ///< index into `symbols`
   std::vector<int32_t> depth;
-  std::vector<int32_t> detail;    ///< index into `args`, -1 when none
-  std::vector<uint8_t> kind;      ///< RowKind
+  std::vector<int32_t> detail;  ///< index into `args`, -1 when none
+  std::vector<uint8_t> kind;    ///< RowKind
   // The flags are bit-packed, row i in bit i % 8 of byte i / 8 (Arrow's boolean layout, so a
   // consumer wraps them as they are; read them with flag()): (rows + 7) / 8 bytes each.
   std::vector<uint8_t> is_async;  ///< a range that ended on another thread

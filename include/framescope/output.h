@@ -51,8 +51,8 @@ class StringSink final : public OutputSink {
 /// replaced where it lies (the link stays). Anything that is not a regular file (a device such
 /// as /dev/null, a FIFO, /dev/stdout, /proc/self/fd/N: any existing path in /dev or /proc but
 /// /dev/shm) is opened and written in place, never replaced. With `gzip`, the bytes are
-/// gzip-compressed (zlib, level 1: fast). Throws OutputError (with errno and path) when the temporary file cannot be
-/// created, and std::invalid_argument when `path` holds a NUL byte.
+/// gzip-compressed (zlib, level 1: fast). Throws OutputError (with errno and path) when the
+/// temporary file cannot be created, and std::invalid_argument when `path` holds a NUL byte.
 std::unique_ptr<OutputSink> open_file_output(const std::string& path, bool gzip = false);
 
 /// An atomic file output (as open_file_output without gzip) that can also overwrite bytes it

@@ -57,8 +57,7 @@ std::vector<Row> rows_of(const Trace& t, size_t batch_rows, int64_t offset = 0,
     for (size_t i = 0; i < b.rows; ++i) {
       const uint32_t s = b.symbols.at(b.name[i]);
       rows.push_back(Row{b.id[i], b.parent[i], b.start_ns[i], b.dur_ns[i], b.self_ns[i],
-                         t.symbols.at(s).name, b.kind[i], uint8_t(flag(b.recursive, i)),
-                         b.flops[i],
+                         t.symbols.at(s).name, b.kind[i], uint8_t(flag(b.recursive, i)), b.flops[i],
                          b.detail[i] < 0 ? std::string() : b.args.at(size_t(b.detail[i]))});
     }
   });

@@ -183,7 +183,9 @@ TEST_F(DebugInfoTest, ThreadLocalStateCarriesCallbacksToo) {
   }));
   ThreadLocalState state;
   std::thread th([&] {
-    { FRAMESCOPE_RANGE("before_guard"); }
+    {
+      FRAMESCOPE_RANGE("before_guard");
+    }
     ThreadLocalStateGuard guard(state);
     FRAMESCOPE_RANGE("under_guard");
   });

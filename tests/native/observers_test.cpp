@@ -56,7 +56,9 @@ TEST_F(ObserversTest, GlobalCallbackSeesStartAndEndWithItsContext) {
     FRAMESCOPE_RANGE("a");
     EXPECT_EQ(c.starts.load(), 1);
     EXPECT_EQ(c.ends.load(), 0);
-    { FRAMESCOPE_USER_RANGE("b"); }
+    {
+      FRAMESCOPE_USER_RANGE("b");
+    }
     EXPECT_EQ(c.ends.load(), 1);
   }
   EXPECT_EQ(c.starts.load(), 2);
@@ -128,7 +130,9 @@ TEST_F(ObserversTest, ThreadLocalCallbackStaysOnItsThreadUnlessPropagated) {
   std::thread plain([] { FRAMESCOPE_RANGE("plain_thread"); });
   plain.join();
   EXPECT_EQ(c.starts.load(), 0);
-  { FRAMESCOPE_RANGE("own_thread"); }
+  {
+    FRAMESCOPE_RANGE("own_thread");
+  }
   EXPECT_EQ(c.starts.load(), 1);
   std::thread carried = launch_with_thread_local_state([] { FRAMESCOPE_RANGE("carried"); });
   carried.join();
@@ -141,7 +145,9 @@ TEST_F(ObserversTest, ThreadLocalCallbackStaysOnItsThreadUnlessPropagated) {
   EXPECT_EQ(c.ends.load(), 3);
   EXPECT_EQ(c.mismatched.load(), 0);
   EXPECT_TRUE(remove_callback(h));
-  { FRAMESCOPE_RANGE("after_remove"); }
+  {
+    FRAMESCOPE_RANGE("after_remove");
+  }
   EXPECT_EQ(c.starts.load(), 3);
   EXPECT_EQ(internal::g_range_consumers.load(), 0);
 }
@@ -180,7 +186,9 @@ TEST_F(ObserversTest, AddedMidRangeDoesNotSeeTheEnd) {
     CallbackHandle keep = add_global_callback(other.callback());
     FRAMESCOPE_RANGE("started_before_add");
     CallbackHandle h = add_global_callback(c.callback());
-    { FRAMESCOPE_RANGE("started_after_add"); }
+    {
+      FRAMESCOPE_RANGE("started_after_add");
+    }
     EXPECT_TRUE(remove_callback(h));
     EXPECT_TRUE(remove_callback(keep));
   }
@@ -214,7 +222,9 @@ TEST_F(ObserversTest, DisableAndReenableMidRangeKeepPairing) {
       EXPECT_TRUE(reenable_callback(h));
       // started while disabled: re-enabling must not produce an unpaired end
     }
-    { FRAMESCOPE_RANGE("after_reenable"); }
+    {
+      FRAMESCOPE_RANGE("after_reenable");
+    }
   }
   EXPECT_EQ(c.starts.load(), 2);
   EXPECT_EQ(c.ends.load(), 2);
@@ -230,10 +240,14 @@ TEST_F(ObserversTest, DisableThreadLocalCallback) {
   Counter c;
   CallbackHandle h = add_thread_local_callback(c.callback());
   EXPECT_TRUE(disable_callback(h));
-  { FRAMESCOPE_RANGE("x"); }
+  {
+    FRAMESCOPE_RANGE("x");
+  }
   EXPECT_EQ(c.starts.load(), 0);
   EXPECT_TRUE(reenable_callback(h));
-  { FRAMESCOPE_RANGE("y"); }
+  {
+    FRAMESCOPE_RANGE("y");
+  }
   EXPECT_EQ(c.starts.load(), 1);
   EXPECT_EQ(c.ends.load(), 1);
 }
@@ -374,7 +388,9 @@ TEST_F(ObserversTest, HandlesOnlyWhenAnObserverNeedsIds) {
     handles.push_back(rf.handle());
     return nullptr;
   }));
-  { FRAMESCOPE_RANGE("no_ids"); }
+  {
+    FRAMESCOPE_RANGE("no_ids");
+  }
   ASSERT_EQ(handles.size(), 1u);
   EXPECT_EQ(handles[0], 0u);
   remove_callback(h);
@@ -479,7 +495,9 @@ TEST_F(ObserversTest, ClearCallbacksRemovesEverything) {
   add_thread_local_callback(l.callback());
   clear_callbacks();
   EXPECT_EQ(internal::g_range_consumers.load(), 0);
-  { FRAMESCOPE_RANGE("cleared"); }
+  {
+    FRAMESCOPE_RANGE("cleared");
+  }
   EXPECT_EQ(g.starts.load() + l.starts.load(), 0);
 }
 

@@ -34,10 +34,14 @@ TEST_F(RecordFunctionTest, SessionCountsAsConsumer) {
 TEST_F(RecordFunctionTest, NestedRangesFormATree) {
   Trace t = record([] {
     FRAMESCOPE_RANGE("outer");
-    { FRAMESCOPE_RANGE("first"); }
+    {
+      FRAMESCOPE_RANGE("first");
+    }
     {
       FRAMESCOPE_RANGE("second");
-      { FRAMESCOPE_RANGE("innermost"); }
+      {
+        FRAMESCOPE_RANGE("innermost");
+      }
     }
   });
   expect_well_formed(t);

@@ -67,7 +67,9 @@ TEST_F(ScopedRangeTest, ScopeSpanningARestartEndsOnlyInTheFirstSession) {
     FRAMESCOPE_RANGE("spans_restart");
     first = stop_profiler();
     enable_profiler();
-    { FRAMESCOPE_RANGE("in_second"); }
+    {
+      FRAMESCOPE_RANGE("in_second");
+    }
   }  // the end belongs to the stopped session: dropped, the second session's buffer untouched
   second = stop_profiler();
   EXPECT_TRUE(only_event(first, "spans_restart").open_at_stop);

@@ -65,7 +65,9 @@ TEST_F(SessionTest, EnablingTwiceIsAnError) {
   other.join();
   EXPECT_TRUE(threw.load()) << "a second session from another thread is an error too";
   EXPECT_TRUE(profiler_enabled()) << "a failed enable leaves the running session alone";
-  { FRAMESCOPE_RANGE("still_recorded"); }
+  {
+    FRAMESCOPE_RANGE("still_recorded");
+  }
   Trace t = stop_profiler();
   EXPECT_EQ(find_events(t, "still_recorded").size(), 1u);
   // and after stopping, enabling works again
@@ -262,7 +264,9 @@ TEST_F(SessionTest, BackToBackSessionsAreIndependent) {
 
 TEST_F(SessionTest, StopFromAnotherThread) {
   enable_profiler();
-  { FRAMESCOPE_RANGE("on_main"); }
+  {
+    FRAMESCOPE_RANGE("on_main");
+  }
   Trace t;
   std::thread stopper([&] { t = stop_profiler(); });
   stopper.join();

@@ -32,16 +32,16 @@ inline PyObject* int_arg(nanobind::handle value, const char* fn, const char* nam
 /// The int argument `name` of `fn` (anything with __index__, not bool) as an index below
 /// `size` of `what` ("events", "symbols"): TypeError for another type, IndexError outside
 /// 0..size-1.
-inline uint64_t index_arg(nanobind::handle value, const char* fn, const char* name,
-                          uint64_t size, const char* what) {
+inline uint64_t index_arg(nanobind::handle value, const char* fn, const char* name, uint64_t size,
+                          const char* what) {
   PyObject* number = int_arg(value, fn, name);  // new
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(number, &overflow);
   const bool failed = v == -1 && PyErr_Occurred();
   if (failed || overflow != 0 || v < 0 || static_cast<unsigned long long>(v) >= size) {
     if (!failed) {
-      PyErr_Format(PyExc_IndexError, "%s: %s=%S is out of range: the trace has %llu %s", fn,
-                   name, number, static_cast<unsigned long long>(size), what);
+      PyErr_Format(PyExc_IndexError, "%s: %s=%S is out of range: the trace has %llu %s", fn, name,
+                   number, static_cast<unsigned long long>(size), what);
     }
     Py_DECREF(number);
     throw nanobind::python_error();
@@ -51,8 +51,7 @@ inline uint64_t index_arg(nanobind::handle value, const char* fn, const char* na
 }
 
 /// An optional bound (iter_events' start and stop): an int clamped to 0..max, or TypeError.
-inline uint64_t bound_arg(nanobind::handle value, const char* fn, const char* name,
-                          uint64_t max) {
+inline uint64_t bound_arg(nanobind::handle value, const char* fn, const char* name, uint64_t max) {
   PyObject* number = int_arg(value, fn, name);  // new
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(number, &overflow);

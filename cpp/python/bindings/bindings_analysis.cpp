@@ -1,9 +1,9 @@
 // cpp/python/bindings/bindings_analysis.cpp: nanobind bindings of the analyses (key averages).
 #include <nanobind/nanobind.h>
 
-#include "bindings/trace_handle.h"
 #include <memory>
 #include <vector>
+#include "bindings/trace_handle.h"
 
 #include "framescope/key_averages.h"
 

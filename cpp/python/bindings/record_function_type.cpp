@@ -25,7 +25,7 @@ namespace {
 
 // Names handed to the core as "static" strings (no copy per range) are the UTF-8 buffers of the
 // Python str objects; the str objects are pinned here until the session's trace is replayed.
-std::vector<PyObject*> g_pinned_names;  // strong, GIL-protected
+std::vector<PyObject*> g_pinned_names;       // strong, GIL-protected
 std::unordered_set<PyObject*> g_pinned_set;  // the same objects, pinned once each
 
 // Pins `name` for the session, its bytes counted against the session's memory limit (a name per
@@ -442,9 +442,9 @@ PyType_Slot kSlots[] = {
     {Py_tp_call, reinterpret_cast<void*>(rf_call)},
     {Py_tp_repr, reinterpret_cast<void*>(rf_repr)},
     {Py_tp_new, reinterpret_cast<void*>(PyType_GenericNew)},
-    {Py_tp_doc,
-     const_cast<char*>("record_function(name, args=None)\n--\n\nA user range recorded through the C++ "
-                       "core: a context manager, or a decorator.")},
+    {Py_tp_doc, const_cast<char*>(
+                    "record_function(name, args=None)\n--\n\nA user range recorded through the C++ "
+                    "core: a context manager, or a decorator.")},
     {0, nullptr},
 };
 

@@ -124,7 +124,8 @@ PyObject* set_eval_frame_py(PyObject*, PyObject* args, PyObject* kwargs) {
   const bool enable = callback != Py_None;
   ThreadGuardObject* guard = t_eval.guard;
   if (enable && !guard && !(guard = thread_guard())) return nullptr;
-  PyObject* previous = hook_thread().eval_callback ? hook_thread().eval_callback : Py_NewRef(Py_None);
+  PyObject* previous =
+      hook_thread().eval_callback ? hook_thread().eval_callback : Py_NewRef(Py_None);
   hook_thread().eval_callback = enable ? Py_NewRef(callback) : nullptr;
   Py_XSETREF(t_eval.isolation, Py_XNewRef(key));
   t_eval.guard_errors_fail = fail_mode;

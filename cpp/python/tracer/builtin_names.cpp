@@ -172,7 +172,7 @@ bool is_own_c_function(PyObject* callable, uint64_t key) {
 }
 
 void register_own_functions(PyObject* module) {
-  PyObject* dict = PyModule_GetDict(module);  // borrowed
+  PyObject* dict = PyModule_GetDict(module);                             // borrowed
   PyObject* mark = dict ? PyDict_GetItemString(dict, "mark") : nullptr;  // borrowed
   if (!mark) return;
   PyTypeObject* nb_func = Py_TYPE(mark);

@@ -13,13 +13,13 @@
 #include <internal/pycore_interp.h>
 
 const int* framescope_recursion_limit_address(PyInterpreterState* interp) {
-    return &interp->ceval.recursion_limit;
+  return &interp->ceval.recursion_limit;
 }
 #else
 #include <Python.h>
 
 const int* framescope_recursion_limit_address(PyInterpreterState* interp) {
-    (void)interp;
-    return NULL; /* (not used) */
+  (void)interp;
+  return NULL; /* (not used) */
 }
 #endif

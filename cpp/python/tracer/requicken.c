@@ -34,55 +34,55 @@
 /* The superinstruction that starts with `first` and is followed by `second` (both base
  * opcodes), or 0: _PyCode_Quicken's table. */
 static int superinstruction(int first, int second) {
-    switch (first << 8 | second) {
-        case LOAD_CONST << 8 | LOAD_FAST:
-            return LOAD_CONST__LOAD_FAST;
-        case LOAD_FAST << 8 | LOAD_CONST:
-            return LOAD_FAST__LOAD_CONST;
-        case LOAD_FAST << 8 | LOAD_FAST:
-            return LOAD_FAST__LOAD_FAST;
-        case STORE_FAST << 8 | LOAD_FAST:
-            return STORE_FAST__LOAD_FAST;
-        case STORE_FAST << 8 | STORE_FAST:
-            return STORE_FAST__STORE_FAST;
-        default:
-            return 0;
-    }
+  switch (first << 8 | second) {
+    case LOAD_CONST << 8 | LOAD_FAST:
+      return LOAD_CONST__LOAD_FAST;
+    case LOAD_FAST << 8 | LOAD_CONST:
+      return LOAD_FAST__LOAD_CONST;
+    case LOAD_FAST << 8 | LOAD_FAST:
+      return LOAD_FAST__LOAD_FAST;
+    case STORE_FAST << 8 | LOAD_FAST:
+      return STORE_FAST__LOAD_FAST;
+    case STORE_FAST << 8 | STORE_FAST:
+      return STORE_FAST__STORE_FAST;
+    default:
+      return 0;
+  }
 }
 
 int framescope_requicken(PyObject* object) {
-    if (!PyCode_Check(object)) return -1;
-    PyCodeObject* code = (PyCodeObject*)object;
-    _Py_CODEUNIT* instructions = _PyCode_CODE(code);
-    const Py_ssize_t n = Py_SIZE(code);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const int opcode = instructions[i].op.code;
-        if (opcode >= MIN_INSTRUMENTED_OPCODE) return -1; /* a tool's events are on it */
-        i += _PyOpcode_Caches[_PyOpcode_Deopt[opcode]];
+  if (!PyCode_Check(object)) return -1;
+  PyCodeObject* code = (PyCodeObject*)object;
+  _Py_CODEUNIT* instructions = _PyCode_CODE(code);
+  const Py_ssize_t n = Py_SIZE(code);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    const int opcode = instructions[i].op.code;
+    if (opcode >= MIN_INSTRUMENTED_OPCODE) return -1; /* a tool's events are on it */
+    i += _PyOpcode_Caches[_PyOpcode_Deopt[opcode]];
+  }
+  int formed = 0;
+  int opcode = 0;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    const int previous = opcode;
+    opcode = _PyOpcode_Deopt[instructions[i].op.code];
+    const int caches = _PyOpcode_Caches[opcode];
+    if (caches) {
+      i += caches;
+      continue;
     }
-    int formed = 0;
-    int opcode = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const int previous = opcode;
-        opcode = _PyOpcode_Deopt[instructions[i].op.code];
-        const int caches = _PyOpcode_Caches[opcode];
-        if (caches) {
-            i += caches;
-            continue;
-        }
-        const int super = superinstruction(previous, opcode);
-        if (super && instructions[i - 1].op.code != super) {
-            instructions[i - 1].op.code = (uint8_t)super;
-            formed++;
-        }
+    const int super = superinstruction(previous, opcode);
+    if (super && instructions[i - 1].op.code != super) {
+      instructions[i - 1].op.code = (uint8_t)super;
+      formed++;
     }
-    return formed;
+  }
+  return formed;
 }
 #else
 #include <Python.h>
 
 int framescope_requicken(PyObject* object) {
-    (void)object;
-    return -1; /* (3.12 only) */
+  (void)object;
+  return -1; /* (3.12 only) */
 }
 #endif
