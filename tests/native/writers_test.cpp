@@ -473,10 +473,14 @@ TEST_F(WritersTest, FormatsByPathAndName) {
   for (size_t i = 0; i < count; ++i) {
     const FormatNames& f = formats[i];
     EXPECT_EQ(parse_format(f.name), f.format) << f.name;
-    if (!f.alias.empty()) EXPECT_EQ(parse_format(f.alias), f.format) << f.alias;
+    if (!f.alias.empty()) {
+      EXPECT_EQ(parse_format(f.alias), f.format) << f.alias;
+    }
     EXPECT_EQ(format_for_path("x" + std::string(f.extension)), f.format) << f.extension;
     for (std::string_view suffix : f.suffixes) {
-      if (!suffix.empty()) EXPECT_EQ(format_for_path("x" + std::string(suffix) + ".gz"), f.format);
+      if (!suffix.empty()) {
+        EXPECT_EQ(format_for_path("x" + std::string(suffix) + ".gz"), f.format);
+      }
     }
   }
 }
