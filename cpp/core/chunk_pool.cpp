@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <new>
@@ -22,7 +23,7 @@ static RawEvent* map_chunk() noexcept {
   return p == MAP_FAILED ? nullptr : static_cast<RawEvent*>(p);
 }
 
-RawEvent* ChunkPool::acquire(size_t events) noexcept {
+RawEvent* ChunkPool::acquire(size_t events, size_t headroom_bytes) noexcept {
   if (events < kChunkEvents) {
     // 64-byte aligned: the slots of a chunk never share a cache line with other data.
     return static_cast<RawEvent*>(std::aligned_alloc(64, events * sizeof(RawEvent)));
@@ -34,7 +35,7 @@ RawEvent* ChunkPool::acquire(size_t events) noexcept {
       c = free_.back();
       free_.pop_back();
     }
-    if (free_.size() < kRefillBelowChunks) request_refill_locked();
+    request_refill_locked(headroom_bytes);
     if (c) return c;
   }
   RawEvent* c = map_chunk();
@@ -135,8 +136,13 @@ void ChunkPool::start_refill_thread_locked() noexcept {
   if (refill_thread_running_) pthread_setname_np(refill_thread_, "framescope-pool");
 }
 
-void ChunkPool::request_refill_locked() noexcept {
+void ChunkPool::request_refill_locked(size_t headroom_bytes) noexcept {
   if (refill_wanted_ || !refill_thread_running_) return;
+  // As many ahead as the taker may still take, at most kRefillToChunks; asked for when fewer
+  // than half of that (at most kRefillBelowChunks) are free.
+  const size_t to = std::min(kRefillToChunks, headroom_bytes / kChunkBytes);
+  if (free_.size() >= std::min(kRefillBelowChunks, (to + 1) / 2)) return;
+  refill_to_ = to;
   refill_wanted_ = true;
   refill_wanted_cv_.notify_one();
 }
@@ -151,7 +157,7 @@ void ChunkPool::refill_loop() noexcept {
   for (;;) {
     refill_wanted_cv_.wait(lock, [this] { return refill_wanted_ || refill_stop_; });
     if (refill_stop_) return;
-    while (free_.size() < kRefillToChunks && !refill_stop_) {
+    while (free_.size() < refill_to_ && !refill_stop_) {
       lock.unlock();  // mapping takes ~90 us: recording threads take and return chunks meanwhile
       RawEvent* c = map_chunk();
       lock.lock();

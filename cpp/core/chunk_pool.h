@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -21,7 +22,8 @@ namespace framescope::internal {
 /// then, as its own time: one stall every 8192 calls, 7.5% of a traced fib's time moved onto
 /// ~130 random calls. So full chunks are mapped and faulted in (MAP_POPULATE) by the pool's
 /// refill thread: a recording thread that takes a chunk and leaves fewer than
-/// kRefillBelowChunks free wakes it, and it maps chunks until kRefillToChunks are free. A
+/// kRefillBelowChunks free wakes it, and it maps chunks until kRefillToChunks are free (fewer
+/// when the taker's memory limit leaves less room: half of that room, and all of it). A
 /// recording thread maps a chunk itself only when none is free (the refill thread behind, or
 /// not running). The refill thread runs while a session records: start_refilling() at the
 /// session's start starts it and stop_refilling() at its stop joins it, so that no thread of
@@ -61,8 +63,10 @@ class ChunkPool {
   /// A chunk of `events` events (kChunkEvents, or a smaller power of 4 down to kMinChunkEvents),
   /// or nullptr when the OS refuses memory. Full chunks come pre-faulted from the pool (mapped
   /// here only when it has none); smaller ones from malloc (a thread's first few, cheap to
-  /// fault in).
-  RawEvent* acquire(size_t events = kChunkEvents) noexcept;
+  /// fault in). `headroom_bytes` is what the taker may still take after this chunk (its
+  /// session's memory limit less what it holds): the refill thread maps no more ahead than that,
+  /// so that free chunks never take a session's memory past its limit.
+  RawEvent* acquire(size_t events = kChunkEvents, size_t headroom_bytes = SIZE_MAX) noexcept;
   /// Returns a chunk of `events` events; beyond kRetainBytes of free full chunks it is unmapped.
   void release(RawEvent* chunk, size_t events = kChunkEvents) noexcept;
   /// Faults in free chunks until `bytes` are available without page faults, on the calling
@@ -88,7 +92,7 @@ class ChunkPool {
 
  private:
   void start_refill_thread_locked() noexcept;
-  void request_refill_locked() noexcept;
+  void request_refill_locked(size_t headroom_bytes) noexcept;
   static void* run_refill_thread(void* self) noexcept;
   void refill_loop() noexcept;
 
@@ -101,6 +105,7 @@ class ChunkPool {
   bool in_fork_child_ = false;          // no refill thread is started here
   bool refilling_ = false;              // between start_refilling() and stop_refilling()
   bool refill_wanted_ = false;          // work asked of the refill thread
+  size_t refill_to_ = kRefillToChunks;  // free chunks the refill thread maps up to
   bool refill_stop_ = false;            // the refill thread is to exit
   Stats counts_;  // mapped_ahead and mapped_on_demand (free_chunks is free_.size())
 };

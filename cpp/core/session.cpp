@@ -112,7 +112,9 @@ RawEvent* Session::take_chunk(uint32_t& events, bool over_limit) noexcept {
       bytes_in_use_.fetch_sub(bytes, std::memory_order_relaxed);
       continue;
     }
-    RawEvent* c = ChunkPool::instance().acquire(size);
+    // What the session may still take after this chunk: the pool maps no more ahead for it.
+    const size_t headroom = over_limit ? 0 : size_t(limit_bytes_ - (used + bytes));
+    RawEvent* c = ChunkPool::instance().acquire(size, headroom);
     if (!c) {
       bytes_in_use_.fetch_sub(bytes, std::memory_order_relaxed);
       return nullptr;
@@ -376,7 +378,9 @@ void enable_profiler(const SessionConfig& config) {
           "framescope: a profiling session is already enabled (on another thread): one session "
           "records at a time (a program run by `framescope run` is profiled already)");
     }
-    internal::ChunkPool::instance().reserve(config.prefault_bytes);
+    // No more than the session may take: free chunks must not take it past its memory limit.
+    internal::ChunkPool::instance().reserve(
+        std::min(config.prefault_bytes, config.memory_limit_bytes));
     epoch = ++internal::g_last_epoch;
     auto session = std::make_shared<internal::Session>(config, epoch);
     session->clock = ClockConverter::start();

@@ -80,6 +80,57 @@ TEST_F(ChunkPoolTest, RefillThreadMapsChunksAheadWhileASessionRuns) {
   for (RawEvent* c : taken) pool.release(c);
 }
 
+TEST_F(ChunkPoolTest, MapsNoMoreAheadThanTheTakerMayStillTake) {
+  ChunkPool& pool = ChunkPool::instance();
+  enable_profiler(without_sampler());
+  std::vector<RawEvent*> taken;
+  // Every free chunk taken by a taker with no room left: nothing is mapped ahead for it.
+  while (pool.stats().free_chunks > 0) taken.push_back(pool.acquire(ChunkPool::kChunkEvents, 0));
+  ASSERT_TRUE(pool.wait_until_refilled(0));
+  EXPECT_EQ(pool.stats().free_chunks, 0u);
+  // Room for three more chunks: three are mapped ahead, not kRefillToChunks.
+  taken.push_back(pool.acquire(ChunkPool::kChunkEvents, 3 * ChunkPool::kChunkBytes));
+  ASSERT_TRUE(pool.wait_until_refilled(10000));
+  EXPECT_EQ(pool.stats().free_chunks, 3u);
+  for (int i = 0; i < 3; ++i) taken.push_back(pool.acquire(ChunkPool::kChunkEvents, 0));
+  ASSERT_TRUE(pool.wait_until_refilled(10000));
+  EXPECT_EQ(pool.stats().free_chunks, 0u);
+  // Room without end: kRefillToChunks.
+  taken.push_back(pool.acquire());
+  ASSERT_TRUE(pool.wait_until_refilled(10000));
+  EXPECT_EQ(pool.stats().free_chunks, ChunkPool::kRefillToChunks);
+  disable_profiler();
+  for (RawEvent* c : taken) {
+    ASSERT_NE(c, nullptr);
+    pool.release(c);
+  }
+}
+
+TEST_F(ChunkPoolTest, ASessionMapsNoChunkBeyondItsMemoryLimit) {
+  ChunkPool& pool = ChunkPool::instance();
+  std::vector<RawEvent*> taken;
+  while (pool.stats().free_chunks > 0) taken.push_back(pool.acquire());
+  const ChunkPool::Stats before = pool.stats();
+  SessionConfig cfg = without_sampler();
+  cfg.memory_limit_bytes = 2 * ChunkPool::kChunkBytes;
+  enable_profiler(cfg);
+  // The start faults in two chunks (the limit), not prefault_bytes' 8 MiB.
+  EXPECT_EQ(pool.stats().free_chunks, 2u);
+  // Recorded to the limit: the thread's small chunks (4, 16, 64 KiB), then one full chunk, then
+  // smaller ones; with less than a chunk of room left, nothing is mapped ahead.
+  for (int i = 0; i < 100000; ++i) {
+    FRAMESCOPE_RANGE("r");
+  }
+  ASSERT_TRUE(pool.wait_until_refilled(10000));
+  const ChunkPool::Stats after = pool.stats();
+  EXPECT_EQ(after.mapped_ahead - before.mapped_ahead, 2u);
+  EXPECT_EQ(after.mapped_on_demand, before.mapped_on_demand);
+  EXPECT_EQ(after.free_chunks, 1u);
+  Trace t = stop_profiler();
+  EXPECT_GT(t.dropped_events, 0u) << "the limit was reached";
+  for (RawEvent* c : taken) pool.release(c);
+}
+
 TEST_F(ChunkPoolTest, NoThreadOutlivesTheSession) {
   ASSERT_EQ(refill_threads(), 0);
   enable_profiler(without_sampler());
