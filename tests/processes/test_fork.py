@@ -216,16 +216,16 @@ def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)
 before = threads()
 with framescope.profile() as prof:
     during = threads()
-    fib(22)  # ~57,000 calls: more than the chunks faulted in at start
+    fib(22)  # 57,313 calls
 print("during", [t for t in during if t.startswith("framescope")])
 print("after", threads() == before)
 pid = os.fork()  # raises under simplefilter("error") if the process still had threads
 if pid == 0:
     with framescope.profile(cpu_time=False) as child:
         child_threads = threads()
-        fib(24)
+        fib(27)  # 635,621 calls, 10 MB of events: more than the free chunks the child inherits
     calls = sum(1 for e in child.events() if e.name.endswith(": fib"))
-    os._exit(0 if calls == 150049 and child_threads == before else 3)
+    os._exit(0 if calls == 635621 and child_threads == before else 3)
 _, status = os.waitpid(pid, 0)
 print("child", status)
 print("calls", sum(1 for e in prof.events() if e.name.endswith(": fib")))
