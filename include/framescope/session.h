@@ -39,7 +39,10 @@ struct SessionConfig {
   ThreadScope threads = ThreadScope::kAllThreads;
   LimitPolicy on_limit = LimitPolicy::kStopRecording;
   size_t memory_limit_bytes = size_t(1) << 30;  ///< across all threads; >= one chunk per thread
-  size_t prefault_bytes = size_t(8) << 20;      ///< chunks faulted in at start, then reused
+  /// Event chunks faulted in at start (at most memory_limit_bytes), then reused; while the
+  /// session runs, a thread of the chunk pool faults in more ahead of the recording threads,
+  /// within what memory_limit_bytes leaves (none in a fork child).
+  size_t prefault_bytes = size_t(8) << 20;
   bool start_stop_marks = true;                 ///< record "__start_profile"/"__stop_profile" marks
   /// Read every recording thread's CPU clock this often from a thread of the session's own
   /// (ThreadInfo::cpu_samples); 0: no CPU time. The recording threads pay nothing for it.
