@@ -43,7 +43,7 @@ struct SessionConfig {
   /// session runs, a thread of the chunk pool faults in more ahead of the recording threads,
   /// within what memory_limit_bytes leaves (none in a fork child).
   size_t prefault_bytes = size_t(8) << 20;
-  bool start_stop_marks = true;                 ///< record "__start_profile"/"__stop_profile" marks
+  bool start_stop_marks = true;  ///< record "__start_profile"/"__stop_profile" marks
   /// Read every recording thread's CPU clock this often from a thread of the session's own
   /// (ThreadInfo::cpu_samples); 0: no CPU time. The recording threads pay nothing for it.
   int64_t cpu_sample_period_ns = 0;
