@@ -1,14 +1,10 @@
 // tests/native/chunk_pool_test.cpp: the chunk pool's refill thread maps chunks ahead of the
 // threads that record, runs only while a session does, and never in a fork child.
 #include <dirent.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "chunk_pool.h"
@@ -186,18 +182,7 @@ TEST_F(ChunkPoolTest, AForkChildMapsItsChunksOnDemandWithoutAThread) {
     for (RawEvent* c : taken) pool.release(c);
     _exit(0);
   }
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      FAIL() << "the fork child hung";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(wait_child(pid, 60), 0) << "-1: the fork child hung; else its failed check";
   EXPECT_EQ(refill_threads(), 1) << "the parent's refill thread still runs";
   // ... and still maps ahead.
   std::vector<RawEvent*> taken;

@@ -19,22 +19,6 @@ namespace {
 
 class ForkTest : public CoreTest {};
 
-// Waits for `pid` for up to `seconds`; kills it and returns -1 when it does not finish (a
-// deadlocked child), else its exit status (128 + signal when killed by a signal).
-int wait_child(pid_t pid, int seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 // Runs in the child: stops the session and checks it holds the child's events only. Returns
 // the exit code (0: fine; the failed check otherwise). No gtest macros: they are not fork-safe.
 int check_child_trace(uint64_t parent_tid) {

@@ -1,13 +1,19 @@
-// tests/native/test_support.h: shared helpers of the native tests (session fixture, trace checks).
+// tests/native/test_support.h: shared helpers of the native tests (session fixture, trace checks,
+// fork children).
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "framescope/framescope.h"
@@ -109,6 +115,22 @@ inline size_t count_ranges(const Trace& t) {
     }
   }
   return n;
+}
+
+/// Waits for the child `pid` for up to `seconds`; kills it and returns -1 when it does not finish
+/// (a deadlocked child), else its exit status (128 + signal when killed by a signal).
+inline int wait_child(pid_t pid, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /// Structural invariants of a replayed trace: parents precede children on the same thread, the
