@@ -62,15 +62,20 @@ void ChunkPool::release(RawEvent* chunk, size_t events) noexcept {
   munmap(chunk, kChunkBytes);
 }
 
-void ChunkPool::reserve(size_t bytes) noexcept {
-  size_t want = (bytes + kChunkBytes - 1) / kChunkBytes;
-  std::lock_guard<std::mutex> lock(mutex_);
-  while (free_.size() < want) {
+void ChunkPool::map_ahead_locked(std::unique_lock<std::mutex>& lock, size_t free_chunks) noexcept {
+  while (free_.size() < free_chunks && !refill_stop_) {
+    lock.unlock();  // mapping takes ~90 us: other threads take and return chunks meanwhile
     RawEvent* c = map_chunk();
-    if (!c) break;
+    lock.lock();
+    if (!c) return;  // out of memory: asked again at the next chunk taken or session started
     free_.push_back(c);
     ++counts_.mapped_ahead;
   }
+}
+
+void ChunkPool::reserve(size_t bytes) noexcept {
+  std::unique_lock<std::mutex> lock(mutex_);
+  map_ahead_locked(lock, (bytes + kChunkBytes - 1) / kChunkBytes);
 }
 
 ChunkPool::Stats ChunkPool::stats() const {
@@ -157,14 +162,7 @@ void ChunkPool::refill_loop() noexcept {
   for (;;) {
     refill_wanted_cv_.wait(lock, [this] { return refill_wanted_ || refill_stop_; });
     if (refill_stop_) return;
-    while (free_.size() < refill_to_ && !refill_stop_) {
-      lock.unlock();  // mapping takes ~90 us: recording threads take and return chunks meanwhile
-      RawEvent* c = map_chunk();
-      lock.lock();
-      if (!c) break;  // out of memory: asked again at the next chunk taken
-      free_.push_back(c);
-      ++counts_.mapped_ahead;
-    }
+    map_ahead_locked(lock, refill_to_);
     refill_wanted_ = false;
     refilled_cv_.notify_all();
   }

@@ -91,6 +91,9 @@ class ChunkPool {
   void forget_refill_thread_in_fork_child() noexcept;
 
  private:
+  /// Maps chunks until `free_chunks` are free (or the refill thread is told to stop, or the OS
+  /// refuses memory), with the mutex released around each mapping.
+  void map_ahead_locked(std::unique_lock<std::mutex>& lock, size_t free_chunks) noexcept;
   void start_refill_thread_locked() noexcept;
   void request_refill_locked(size_t headroom_bytes) noexcept;
   static void* run_refill_thread(void* self) noexcept;
