@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.trace_checker import check_trace, load_trace
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.subprocesses import REPO_ROOT
 
 
 def framescope_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -135,7 +134,7 @@ def test_memory_limit_warning_is_printed_once_naming_the_flags(tmp_path: Path) -
 
 
 def test_bundled_example(tmp_path: Path) -> None:
-    out = framescope_run("-o", "demo.json", str(REPO / "examples" / "demo.py"), "4000", cwd=tmp_path)
+    out = framescope_run("-o", "demo.json", str(REPO_ROOT / "examples" / "demo.py"), "4000", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "levels:" in out.stdout
     data = load_trace(str(tmp_path / "demo.json"))

@@ -4,8 +4,6 @@ example, threads and the tracer."""
 from __future__ import annotations
 
 import inspect
-import os
-import subprocess
 import sys
 import threading
 from types import CodeType
@@ -17,8 +15,8 @@ import framescope
 from framescope import _core
 from framescope import eval_frame as ef
 from tests.support.eval_frame_support import clean_eval_frame_state, codes_to_reset, run_with
+from tests.support.subprocesses import run_example
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 
@@ -217,8 +215,7 @@ number of caches in the last call: 0
 
 
 def test_example_prints_what_seed_002_shows() -> None:
-    script = os.path.join(ROOT, "examples", "eval_frame_mwe.py")
-    result = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    result = run_example("eval_frame_mwe.py")
     assert result.returncode == 0, result.stderr
     assert result.stdout == EXPECTED_EXAMPLE
 

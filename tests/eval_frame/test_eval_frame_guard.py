@@ -6,9 +6,6 @@ f_locals for every kind of check, local and frame layout."""
 from __future__ import annotations
 
 import gc
-import os
-import subprocess
-import sys
 import weakref
 from typing import Any, Callable, Iterator
 
@@ -18,6 +15,7 @@ import framescope
 from framescope import _core
 from framescope import eval_frame as ef
 from tests.support.eval_frame_support import clean_eval_frame_state, codes_to_reset, run_with
+from tests.support.subprocesses import run_example
 
 
 @pytest.fixture(autouse=True)
@@ -502,9 +500,7 @@ def test_reads_chain_a_bounded_number_of_levels() -> None:
 
 
 def test_the_specializing_example_runs_each_version_and_says_why_others_missed() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    script = os.path.join(root, "examples", "eval_frame_guard.py")
-    result = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    result = run_example("eval_frame_guard.py")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "results: [8.0, 8.0, 32.0, 8.0, 32.0, 1048576.0, 4.0, 2.0]"

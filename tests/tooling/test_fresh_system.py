@@ -14,9 +14,10 @@ from typing import Iterator
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "test_all.sh"
-README = ROOT / "README.md"
+from tests.support.subprocesses import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts" / "test_all.sh"
+README = REPO_ROOT / "README.md"
 
 
 def _empty_dpkg_database(tmp_path: Path) -> Path:
@@ -101,7 +102,7 @@ def test_readme_lists_what_the_tests_install() -> None:
     assert setup.startswith("# framescope\n\n```bash\npip install . && framescope run "
                             "examples/demo.py\nscripts/test_all.sh\n```")
     # and what scripts/dev_env.sh installs is all named there
-    dev_env = (ROOT / "scripts" / "dev_env.sh").read_text()
+    dev_env = (REPO_ROOT / "scripts" / "dev_env.sh").read_text()
     deps_line = [ln for ln in dev_env.splitlines() if ln.startswith("deps=(")][0]
     for dep in deps_line[len("deps=("):].split():
         if dep.startswith(("pip", '"$@"')):
